@@ -1,0 +1,140 @@
+/* rmsnorm: Root Mean Square Layer Normalization (Zhang & Sennrich, NeurIPS 2019) and its baselines.
+ *
+ * The stable C ABI. Every exported symbol starts with `rmsnorm_`. Functions that already exist here are
+ * never renamed or changed; new ones are added at the end of their section.
+ *
+ * Tensors are row-major and contiguous: `rows` vectors of `cols` elements. x, residual, y,
+ * residual_out, dy and dx are stored in `config->dtype`; weight, bias, their gradients and the saved
+ * statistics (mean, rstd) are f32. Arithmetic accumulates in f32 or wider, never in bf16/f16.
+ *
+ *   RMSNorm    y = x * rstd * g (+ b),   rstd = 1 / sqrt(mean_{i<k}(x_i^2) + eps)
+ *   pRMSNorm   the same with k = max(1, ceil(partial * cols)); k = cols is RMSNorm
+ *   L2-Norm    y = x * rstd * g (+ b),   rstd = 1 / sqrt(sum_i(x_i^2) + eps)
+ *   LayerNorm  y = (x - mean) * rstd * g + b,   rstd = 1 / sqrt(var(x) + eps)
+ *
+ * with g = weight_offset + weight[i] when weight is given, else 1.
+ *
+ * Every call checks all of its arguments first and, on failure, returns a status, records a message
+ * for rmsnorm_last_error() and writes nothing. rows = 0 succeeds and touches no pointer.
+ */
+#ifndef RMSNORM_RMSNORM_H_
+#define RMSNORM_RMSNORM_H_
+
+#include <stdint.h>
+
+#if defined(_WIN32)
+#if defined(RMSNORM_BUILDING_LIBRARY)
+#define RMSNORM_API __declspec(dllexport)
+#else
+#define RMSNORM_API
+#endif
+#else
+#define RMSNORM_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RMSNORM_VERSION_MAJOR 0
+#define RMSNORM_VERSION_MINOR 1
+#define RMSNORM_VERSION_PATCH 0
+
+typedef enum rmsnorm_status {
+  RMSNORM_OK = 0,
+  RMSNORM_ERROR_INVALID_ARGUMENT = 1,
+  RMSNORM_ERROR_UNSUPPORTED = 2,
+  RMSNORM_ERROR_OUT_OF_MEMORY = 3,
+  RMSNORM_ERROR_INTERNAL = 4
+} rmsnorm_status;
+
+typedef enum rmsnorm_dtype { RMSNORM_F32 = 0, RMSNORM_BF16 = 1, RMSNORM_F16 = 2 } rmsnorm_dtype;
+
+typedef struct rmsnorm_config {
+  int64_t rows, cols;    /* rows >= 0 vectors of cols >= 1 elements, row-major, contiguous */
+  rmsnorm_dtype dtype;   /* storage of x, residual, y, residual_out, dy, dx */
+  float eps;             /* >= 0 and finite, added to the mean square inside the square root */
+  float partial;         /* p in (0, 1]; 1 = RMSNorm */
+  float weight_offset;   /* the gain used is weight_offset + weight[i] */
+} rmsnorm_config;        /* fields may be added after these */
+
+/* f32, eps 1e-6, partial 1, offset 0. */
+RMSNORM_API rmsnorm_config rmsnorm_config_init(int64_t rows, int64_t cols);
+
+/* ---- RMSNorm and pRMSNorm ------------------------------------------------------------------------
+ * Shapes: x, y: (rows, cols) in dtype; weight, bias: (cols) f32 or NULL; rstd: (rows) f32 or NULL.
+ * y may alias x. rstd[r] is 1/sqrt(ms + eps) rounded to f32; a row whose ms + eps is 0 (all zeros with
+ * eps = 0) gets y = bias (or 0) and rstd = 0, never NaN. */
+RMSNORM_API rmsnorm_status rmsnorm_forward(const rmsnorm_config* config, const void* x, const float* weight,
+                                           const float* bias, void* y, float* rstd);
+
+/* Fused residual add: h = x + residual is rounded to dtype and stored to residual_out, then
+ * y = RMSNorm(h), bit for bit what rmsnorm_forward gives on residual_out. residual_out may alias
+ * residual or x; y may alias x or residual. */
+RMSNORM_API rmsnorm_status rmsnorm_add_forward(const rmsnorm_config* config, const void* x,
+                                               const void* residual, const float* weight, const float* bias,
+                                               void* y, void* residual_out, float* rstd);
+
+/* Shapes: dy, x, dx: (rows, cols) in dtype; weight: (cols) f32 or NULL; rstd: (rows) f32, or NULL to
+ * recompute it from x; dweight, dbias: (cols) f32, overwritten with the sum over rows, or NULL to skip.
+ * dx may alias dy. dweight is the gradient with respect to weight (weight_offset does not change it). */
+RMSNORM_API rmsnorm_status rmsnorm_backward(const rmsnorm_config* config, const void* dy, const void* x,
+                                            const float* weight, const float* rstd, void* dx, float* dweight,
+                                            float* dbias);
+
+/* ---- LayerNorm (the baseline) -------------------------------------------------------------------
+ * As above with mean: (rows) f32 or NULL. config->partial must be 1. */
+RMSNORM_API rmsnorm_status rmsnorm_layernorm_forward(const rmsnorm_config* config, const void* x,
+                                                     const float* weight, const float* bias, void* y,
+                                                     float* mean, float* rstd);
+
+/* mean and rstd are both given or both NULL (recompute). */
+RMSNORM_API rmsnorm_status rmsnorm_layernorm_backward(const rmsnorm_config* config, const void* dy,
+                                                      const void* x, const float* weight, const float* mean,
+                                                      const float* rstd, void* dx, float* dweight,
+                                                      float* dbias);
+
+/* ---- Threads and diagnostics -------------------------------------------------------------------- */
+
+/* 0 = all hardware threads (the default, or RMSNORM_NUM_THREADS from the environment). Results are bitwise
+ * identical for any thread count. */
+RMSNORM_API void rmsnorm_set_num_threads(int n);
+RMSNORM_API int rmsnorm_get_num_threads(void);
+
+/* This thread's message for its last failed call; "" if none failed yet. Valid until this thread's
+ * next failed call. */
+RMSNORM_API const char* rmsnorm_last_error(void);
+
+/* ---- Extensions --------------------------------------------------------------------------------- */
+
+/* L2-Norm: the RMSNorm family without the 1/n, so y = x / sqrt(sum(x^2) + eps) * g (+ b). Arguments and
+ * aliasing as for rmsnorm_forward / rmsnorm_backward; config->partial must be 1. */
+RMSNORM_API rmsnorm_status rmsnorm_l2norm_forward(const rmsnorm_config* config, const void* x,
+                                                  const float* weight, const float* bias, void* y, float* rstd);
+RMSNORM_API rmsnorm_status rmsnorm_l2norm_backward(const rmsnorm_config* config, const void* dy, const void* x,
+                                                   const float* weight, const float* rstd, void* dx,
+                                                   float* dweight, float* dbias);
+
+/* k, the number of leading elements pRMSNorm takes its statistic from: max(1, ceil(partial * cols)),
+ * where a product within f32 rounding of an integer counts as that integer (so partial = 0.1f and
+ * cols = 10 give k = 1, as 0.1 * 10 would). Returns -1 (and records a message) for invalid arguments. */
+RMSNORM_API int64_t rmsnorm_partial_size(int64_t cols, float partial);
+
+/* Which implementation the calls use. AUTO: the SIMD kernels, threaded. REFERENCE: plain loops with
+ * double accumulation, single-threaded: the oracle the kernels are tested against. The default is
+ * AUTO, or REFERENCE when the environment has RMSNORM_BACKEND=reference. Process-wide. */
+typedef enum rmsnorm_backend { RMSNORM_BACKEND_AUTO = 0, RMSNORM_BACKEND_REFERENCE = 1 } rmsnorm_backend;
+RMSNORM_API rmsnorm_status rmsnorm_set_backend(rmsnorm_backend backend);
+RMSNORM_API rmsnorm_backend rmsnorm_get_backend(void);
+
+/* The SIMD target the kernels run on in this process ("AVX2", "SSE4", "NEON", "EMU128", ...). */
+RMSNORM_API const char* rmsnorm_cpu_target(void);
+
+/* "MAJOR.MINOR.PATCH" of the library that is loaded (the header's is RMSNORM_VERSION_*). */
+RMSNORM_API const char* rmsnorm_version(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* RMSNORM_RMSNORM_H_ */

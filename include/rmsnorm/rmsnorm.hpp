@@ -1,0 +1,332 @@
+// rmsnorm: the C++ API. Header-only over the C ABI in rmsnorm.h, so C and C++ programs share one stable
+// binary interface. Views carry their sizes, so a shape mismatch is an exception rather than an overrun;
+// every failure throws rmsnorm::Error with the library's status and message.
+//
+//   std::vector<float> x(rows * cols), y(rows * cols), w(cols, 1.0f);
+//   rmsnorm::rms_norm(rmsnorm::matrix(x.data(), rows, cols), rmsnorm::matrix(y.data(), rows, cols),
+//                     rmsnorm::NormArgs{}.with_weight(w).with_eps(1e-5f));
+#ifndef RMSNORM_RMSNORM_HPP_
+#define RMSNORM_RMSNORM_HPP_
+
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "rmsnorm/rmsnorm.h"
+
+namespace rmsnorm {
+
+// ---- Storage types ------------------------------------------------------------------------------
+// bf16 and f16 are storage only: convert to float to compute. Conversions round to nearest even,
+// keep NaN a (quiet) NaN, and overflow to infinity.
+
+namespace detail {
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+}  // namespace detail
+
+struct bf16 {
+  uint16_t bits = 0;
+  bf16() = default;
+  explicit bf16(float f) : bits(from_float(f)) {}
+  explicit operator float() const { return detail::bits_float(uint32_t{bits} << 16); }
+  static bf16 from_bits(uint16_t b) {
+    bf16 v;
+    v.bits = b;
+    return v;
+  }
+  static uint16_t from_float(float f) {
+    const uint32_t u = detail::float_bits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // quiet NaN
+    const uint32_t rounding = 0x7FFFu + ((u >> 16) & 1u);                                     // to even
+    return static_cast<uint16_t>((u + rounding) >> 16);
+  }
+};
+
+struct f16 {
+  uint16_t bits = 0;
+  f16() = default;
+  explicit f16(float f) : bits(from_float(f)) {}
+  explicit operator float() const { return to_float(bits); }
+  static f16 from_bits(uint16_t b) {
+    f16 v;
+    v.bits = b;
+    return v;
+  }
+  static float to_float(uint16_t h) {
+    const uint32_t sign = uint32_t{h & 0x8000u} << 16;
+    const uint32_t exponent = (h >> 10) & 0x1Fu;
+    const uint32_t mantissa = h & 0x3FFu;
+    if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24, exact in f32
+      const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+      return detail::bits_float(sign | detail::float_bits(magnitude));
+    }
+    if (exponent == 31) return detail::bits_float(sign | 0x7F800000u | (mantissa << 13));
+    return detail::bits_float(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  }
+  static uint16_t from_float(float f) {
+    const uint32_t u = detail::float_bits(f);
+    const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+    const uint32_t magnitude = u & 0x7FFFFFFFu;
+    if (magnitude > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u | ((magnitude >> 13) & 0x3FFu));
+    if (magnitude >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past 65504
+    if (magnitude >= 0x38800000u) {                                                // normal f16
+      const uint32_t rebiased = magnitude - (112u << 23);
+      return static_cast<uint16_t>(sign | ((rebiased + 0xFFFu + ((rebiased >> 13) & 1u)) >> 13));
+    }
+    // Subnormal f16: the value in units of 2^-24, rounded to nearest even. Scaling by 2^24 is exact and
+    // 1024 units is the smallest normal, whose encoding 0x0400 is exactly 1024.
+    const float units = detail::bits_float(magnitude) * 16777216.0f;
+    const uint32_t whole = static_cast<uint32_t>(units);
+    const float fraction = units - static_cast<float>(whole);
+    const uint32_t rounded = whole + ((fraction > 0.5f || (fraction == 0.5f && (whole & 1u))) ? 1u : 0u);
+    return static_cast<uint16_t>(sign | rounded);
+  }
+};
+
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> : std::integral_constant<rmsnorm_dtype, RMSNORM_F32> {};
+template <>
+struct dtype_of<bf16> : std::integral_constant<rmsnorm_dtype, RMSNORM_BF16> {};
+template <>
+struct dtype_of<f16> : std::integral_constant<rmsnorm_dtype, RMSNORM_F16> {};
+
+// ---- Errors -------------------------------------------------------------------------------------
+
+class Error : public std::runtime_error {
+ public:
+  Error(rmsnorm_status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  rmsnorm_status status() const { return status_; }
+
+ private:
+  rmsnorm_status status_;
+};
+
+namespace detail {
+inline void check(rmsnorm_status status) {
+  if (status != RMSNORM_OK) throw Error(status, rmsnorm_last_error());
+}
+[[noreturn]] inline void fail(const std::string& message) {
+  throw Error(RMSNORM_ERROR_INVALID_ARGUMENT, message);
+}
+}  // namespace detail
+
+// ---- Views --------------------------------------------------------------------------------------
+
+// A contiguous run of `size` elements; default-constructed means "absent" (no gain, skip the output...).
+template <class T>
+class Span {
+ public:
+  Span() = default;
+  Span(T* data, int64_t size) : data_(data), size_(size) {}
+  template <class U, class = std::enable_if_t<std::is_convertible<U*, T*>::value>>
+  Span(std::vector<U>& v) : data_(v.data()), size_(static_cast<int64_t>(v.size())) {}  // NOLINT
+  template <class U, class = std::enable_if_t<std::is_convertible<const U*, T*>::value>>
+  Span(const std::vector<U>& v) : data_(v.data()), size_(static_cast<int64_t>(v.size())) {}  // NOLINT
+  T* data() const { return data_; }
+  int64_t size() const { return size_; }
+  bool empty() const { return data_ == nullptr; }
+
+ private:
+  T* data_ = nullptr;
+  int64_t size_ = 0;
+};
+
+// A row-major (rows, cols) matrix, contiguous.
+template <class T>
+class Matrix {
+ public:
+  Matrix() = default;
+  Matrix(T* data, int64_t rows, int64_t cols) : data_(data), rows_(rows), cols_(cols) {}
+  template <class U, class = std::enable_if_t<std::is_convertible<U*, T*>::value>>
+  Matrix(const Matrix<U>& m) : data_(m.data()), rows_(m.rows()), cols_(m.cols()) {}  // NOLINT
+  T* data() const { return data_; }
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+
+ private:
+  T* data_ = nullptr;
+  int64_t rows_ = 0, cols_ = 0;
+};
+
+template <class T>
+Matrix<T> matrix(T* data, int64_t rows, int64_t cols) {
+  return Matrix<T>(data, rows, cols);
+}
+// A view of a vector holding `rows * cols` elements for some rows; throws if its size is no multiple of cols.
+template <class T>
+Matrix<T> matrix(std::vector<T>& v, int64_t cols) {
+  if (cols < 1 || static_cast<int64_t>(v.size()) % cols != 0) detail::fail("vector size is not a multiple of cols");
+  return Matrix<T>(v.data(), static_cast<int64_t>(v.size()) / cols, cols);
+}
+template <class T>
+Matrix<const T> matrix(const std::vector<T>& v, int64_t cols) {
+  if (cols < 1 || static_cast<int64_t>(v.size()) % cols != 0) detail::fail("vector size is not a multiple of cols");
+  return Matrix<const T>(v.data(), static_cast<int64_t>(v.size()) / cols, cols);
+}
+
+// ---- Arguments ----------------------------------------------------------------------------------
+
+// The parameters every norm takes. Chainable: NormArgs{}.with_weight(w).with_eps(1e-5f).
+struct NormArgs {
+  Span<const float> weight;  // (cols) gain, or absent for 1
+  Span<const float> bias;    // (cols), or absent
+  float eps = 1e-6f;
+  float partial = 1.0f;        // pRMSNorm's p, RMSNorm only
+  float weight_offset = 0.0f;  // gain used is weight_offset + weight[i] (Gemma stores w, uses 1 + w)
+
+  NormArgs& with_weight(Span<const float> w) { weight = w; return *this; }
+  NormArgs& with_bias(Span<const float> b) { bias = b; return *this; }
+  NormArgs& with_eps(float e) { eps = e; return *this; }
+  NormArgs& with_partial(float p) { partial = p; return *this; }
+  NormArgs& with_weight_offset(float o) { weight_offset = o; return *this; }
+};
+
+// Gradients of the parameters: each absent one is skipped.
+struct ParamGrads {
+  Span<float> dweight;  // (cols)
+  Span<float> dbias;    // (cols)
+};
+
+namespace detail {
+template <class T>
+rmsnorm_config config_for(const Matrix<T>& x, const NormArgs& args) {
+  rmsnorm_config c = rmsnorm_config_init(x.rows(), x.cols());
+  c.dtype = dtype_of<std::remove_const_t<T>>::value;
+  c.eps = args.eps;
+  c.partial = args.partial;
+  c.weight_offset = args.weight_offset;
+  return c;
+}
+template <class A, class B>
+void same_shape(const Matrix<A>& a, const Matrix<B>& b, const char* name) {
+  if (a.rows() != b.rows() || a.cols() != b.cols())
+    fail(std::string(name) + " has shape (" + std::to_string(b.rows()) + ", " + std::to_string(b.cols()) +
+         "), expected (" + std::to_string(a.rows()) + ", " + std::to_string(a.cols()) + ")");
+}
+template <class T>
+T* sized(Span<T> s, int64_t n, const char* name) {
+  if (s.empty()) return nullptr;
+  if (s.size() != n)
+    fail(std::string(name) + " has " + std::to_string(s.size()) + " elements, expected " + std::to_string(n));
+  return s.data();
+}
+}  // namespace detail
+
+// ---- Norms --------------------------------------------------------------------------------------
+// T is float, bf16 or f16. Outputs may alias inputs exactly as rmsnorm.h allows.
+
+// RMSNorm / pRMSNorm. rstd: (rows), optional.
+template <class T>
+void rms_norm(Matrix<const T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> rstd = {}) {
+  detail::same_shape(x, y, "y");
+  const rmsnorm_config c = detail::config_for(x, args);
+  detail::check(rmsnorm_forward(&c, x.data(), detail::sized(args.weight, x.cols(), "weight"),
+                                detail::sized(args.bias, x.cols(), "bias"), y.data(),
+                                detail::sized(rstd, x.rows(), "rstd")));
+}
+
+// h = x + residual (stored to residual_out), y = RMSNorm(h).
+template <class T>
+void add_rms_norm(Matrix<const T> x, Matrix<const T> residual, Matrix<T> y, Matrix<T> residual_out,
+                  const NormArgs& args = {}, Span<float> rstd = {}) {
+  detail::same_shape(x, residual, "residual");
+  detail::same_shape(x, y, "y");
+  detail::same_shape(x, residual_out, "residual_out");
+  const rmsnorm_config c = detail::config_for(x, args);
+  detail::check(rmsnorm_add_forward(&c, x.data(), residual.data(), detail::sized(args.weight, x.cols(), "weight"),
+                                    detail::sized(args.bias, x.cols(), "bias"), y.data(), residual_out.data(),
+                                    detail::sized(rstd, x.rows(), "rstd")));
+}
+
+// rstd absent: recomputed from x.
+template <class T>
+void rms_norm_backward(Matrix<const T> dy, Matrix<const T> x, Matrix<T> dx, const NormArgs& args = {},
+                       Span<const float> rstd = {}, ParamGrads grads = {}) {
+  detail::same_shape(x, dy, "dy");
+  detail::same_shape(x, dx, "dx");
+  const rmsnorm_config c = detail::config_for(x, args);
+  detail::check(rmsnorm_backward(&c, dy.data(), x.data(), detail::sized(args.weight, x.cols(), "weight"),
+                                 detail::sized(rstd, x.rows(), "rstd"), dx.data(),
+                                 detail::sized(grads.dweight, x.cols(), "dweight"),
+                                 detail::sized(grads.dbias, x.cols(), "dbias")));
+}
+
+// L2-Norm: y = x / sqrt(sum(x^2) + eps) * g (+ b). rstd is 1/sqrt(sum(x^2) + eps).
+template <class T>
+void l2_norm(Matrix<const T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> rstd = {}) {
+  detail::same_shape(x, y, "y");
+  const rmsnorm_config c = detail::config_for(x, args);
+  detail::check(rmsnorm_l2norm_forward(&c, x.data(), detail::sized(args.weight, x.cols(), "weight"),
+                                       detail::sized(args.bias, x.cols(), "bias"), y.data(),
+                                       detail::sized(rstd, x.rows(), "rstd")));
+}
+
+template <class T>
+void l2_norm_backward(Matrix<const T> dy, Matrix<const T> x, Matrix<T> dx, const NormArgs& args = {},
+                      Span<const float> rstd = {}, ParamGrads grads = {}) {
+  detail::same_shape(x, dy, "dy");
+  detail::same_shape(x, dx, "dx");
+  const rmsnorm_config c = detail::config_for(x, args);
+  detail::check(rmsnorm_l2norm_backward(&c, dy.data(), x.data(), detail::sized(args.weight, x.cols(), "weight"),
+                                        detail::sized(rstd, x.rows(), "rstd"), dx.data(),
+                                        detail::sized(grads.dweight, x.cols(), "dweight"),
+                                        detail::sized(grads.dbias, x.cols(), "dbias")));
+}
+
+// LayerNorm. mean, rstd: (rows), optional.
+template <class T>
+void layer_norm(Matrix<const T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> mean = {},
+                Span<float> rstd = {}) {
+  detail::same_shape(x, y, "y");
+  const rmsnorm_config c = detail::config_for(x, args);
+  detail::check(rmsnorm_layernorm_forward(&c, x.data(), detail::sized(args.weight, x.cols(), "weight"),
+                                          detail::sized(args.bias, x.cols(), "bias"), y.data(),
+                                          detail::sized(mean, x.rows(), "mean"),
+                                          detail::sized(rstd, x.rows(), "rstd")));
+}
+
+// mean and rstd both given or both absent (recomputed from x).
+template <class T>
+void layer_norm_backward(Matrix<const T> dy, Matrix<const T> x, Matrix<T> dx, const NormArgs& args = {},
+                         Span<const float> mean = {}, Span<const float> rstd = {}, ParamGrads grads = {}) {
+  detail::same_shape(x, dy, "dy");
+  detail::same_shape(x, dx, "dx");
+  const rmsnorm_config c = detail::config_for(x, args);
+  detail::check(rmsnorm_layernorm_backward(&c, dy.data(), x.data(), detail::sized(args.weight, x.cols(), "weight"),
+                                           detail::sized(mean, x.rows(), "mean"),
+                                           detail::sized(rstd, x.rows(), "rstd"), dx.data(),
+                                           detail::sized(grads.dweight, x.cols(), "dweight"),
+                                           detail::sized(grads.dbias, x.cols(), "dbias")));
+}
+
+// ---- Library settings ---------------------------------------------------------------------------
+
+inline void set_num_threads(int n) { rmsnorm_set_num_threads(n); }
+inline int num_threads() { return rmsnorm_get_num_threads(); }
+inline int64_t partial_size(int64_t cols, float partial) {
+  const int64_t k = rmsnorm_partial_size(cols, partial);
+  if (k < 0) throw Error(RMSNORM_ERROR_INVALID_ARGUMENT, rmsnorm_last_error());
+  return k;
+}
+enum class Backend { kAuto = RMSNORM_BACKEND_AUTO, kReference = RMSNORM_BACKEND_REFERENCE };
+inline void set_backend(Backend b) { detail::check(rmsnorm_set_backend(static_cast<rmsnorm_backend>(b))); }
+inline Backend backend() { return static_cast<Backend>(rmsnorm_get_backend()); }
+inline const char* cpu_target() { return rmsnorm_cpu_target(); }
+
+}  // namespace rmsnorm
+
+#endif  // RMSNORM_RMSNORM_HPP_

@@ -1,0 +1,222 @@
+// LayerNorm backward, one fused kernel for dx, dweight and dbias.
+//
+//   u = dy * g,  xhat = (x - mean) * rstd
+//   dx_i = rstd * (u_i - mean(u) - xhat_i * mean(u * xhat))
+//   dweight_i = sum_rows dy_i * xhat_i,  dbias_i = sum_rows dy_i
+//
+// Phases per row: the moments (only when mean and rstd are recomputed), then sum(u) and
+// sum(u * (x - mean)), then dx and the row block's parameter-gradient partials.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/layernorm_bwd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Then the per-target headers.
+#include "hwy/highway.h"
+#include "cpu/simd-inl.h"
+
+#include <cmath>
+
+#include "cpu/cpu.h"
+#include "cpu/dispatch.h"
+#include "cpu/moments.h"
+#include "cpu/rare_rows.h"
+#include "cpu/row_driver.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+
+struct LayerNormBackwardState {
+  Moments moments;  // when recomputing
+  bool stats_known = false;
+  float mean = 0.0f;
+  float rstd = 0.0f;
+  double sum_u = 0.0;
+  double sum_u_centered = 0.0;  // sum(u * (x - mean)): times rstd, sum(u * xhat)
+  float mean_u = 0.0f;
+  float mean_u_xhat = 0.0f;
+  bool rare = false;  // computed in double: see rare_rows.h
+  double rare_mean = 0.0, rare_rstd = 0.0, rare_mean_u = 0.0, rare_mean_u_xhat = 0.0;
+};
+
+struct LayerNormBackwardPartial {
+  Moments moments;
+  double sum_u = 0.0;
+  double sum_u_centered = 0.0;
+};
+
+// dy, x, dx: (rows, cols) in T; weight: (cols) f32; mean, rstd: (rows) f32, or both null (recompute).
+template <class T, bool kWeight, bool kGrads>
+class LayerNormBackwardKernel {
+ public:
+  using State = LayerNormBackwardState;
+  using Partial = LayerNormBackwardPartial;
+
+  LayerNormBackwardKernel(const Problem& p, const BackwardArgs& a)
+      : p_(p),
+        dy_(static_cast<const T*>(a.dy)),
+        x_(static_cast<const T*>(a.x)),
+        weight_(a.weight),
+        mean_(a.mean),
+        rstd_(a.rstd),
+        dx_(static_cast<T*>(a.dx)) {}
+
+  int num_phases() const { return recompute() ? 2 : 1; }
+
+  Partial Reduce(int phase, int64_t row, int64_t c0, int64_t c1, const State& s) const {
+    const int64_t at = row * p_.cols + c0;
+    Partial partial;
+    if (IsStatsPhase(phase)) {
+      partial.moments = ChunkMoments(x_ + at, size_t(c1 - c0));
+      return partial;
+    }
+    float mean, rstd;
+    if (!FastStats(row, s, &mean, &rstd)) return partial;  // the rare path recomputes in double
+    const DF d;
+    const VF m = hn::Set(d, mean);
+    const VF offset = hn::Set(d, p_.weight_offset);
+    const float* w = weight_ + (kWeight ? c0 : 0);
+    float sum_u, sum_u_centered;
+    Reduce2(
+        d, size_t(c1 - c0),
+        [&](VF& acc_u, VF& acc_uc, size_t i, size_t count) {
+          const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, offset, i, count));
+          acc_u = hn::Add(acc_u, u);
+          acc_uc = hn::MulAdd(u, hn::Sub(Load(d, x_ + at + i, count), m), acc_uc);  // u is 0 past count
+        },
+        &sum_u, &sum_u_centered);
+    partial.sum_u = sum_u;
+    partial.sum_u_centered = sum_u_centered;
+    return partial;
+  }
+
+  void Fold(int phase, State& s, const Partial& part) const {
+    if (IsStatsPhase(phase)) return FoldMoments(s.moments, part.moments);
+    s.sum_u += part.sum_u;
+    s.sum_u_centered += part.sum_u_centered;
+  }
+
+  void Finish(int phase, int64_t row, State& s) const {
+    if (IsStatsPhase(phase)) {
+      double rstd = 0.0;
+      s.stats_known = MomentsInverseRoot(s.moments, p_.eps, &rstd);
+      s.mean = static_cast<float>(s.moments.mean);
+      s.rstd = static_cast<float>(rstd);
+      return;
+    }
+    float mean, rstd;
+    if (FastStats(row, s, &mean, &rstd) && std::isfinite(s.sum_u) && std::isfinite(s.sum_u_centered)) {
+      s.mean = mean;
+      s.rstd = rstd;
+      s.mean_u = static_cast<float>(s.sum_u / double(p_.cols));
+      s.mean_u_xhat = static_cast<float>(double(rstd) * s.sum_u_centered / double(p_.cols));
+      return;
+    }
+    s.rare = true;
+    const T* x = x_ + row * p_.cols;
+    const T* dy = dy_ + row * p_.cols;
+    if (!recompute() && SavedRstdUsable(rstd_[row])) {
+      s.rare_mean = mean_[row];
+      s.rare_rstd = rstd_[row];
+    } else {
+      double centered_squares;
+      MomentsDouble(x, p_.cols, &s.rare_mean, &centered_squares);
+      s.rare_rstd = InverseRootOrZero(centered_squares / double(p_.cols) + double(p_.eps));
+    }
+    double sum_u = 0.0, sum_u_xhat = 0.0;
+    for (int64_t i = 0; i < p_.cols; ++i) {
+      const double u = ToDouble(dy[i]) * GainDouble(weight_, p_.weight_offset, i);
+      sum_u += u;
+      sum_u_xhat += u * (ToDouble(x[i]) - s.rare_mean) * s.rare_rstd;
+    }
+    s.rare_mean_u = sum_u / double(p_.cols);
+    s.rare_mean_u_xhat = sum_u_xhat / double(p_.cols);
+  }
+
+  void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
+    const int64_t at = row * p_.cols;
+    if (s.rare) return RareOutput(at, c0, c1, s, dw, db);
+    const DF d;
+    const VF mean = hn::Set(d, s.mean);
+    const VF rstd = hn::Set(d, s.rstd);
+    const VF mean_u = hn::Set(d, s.mean_u);
+    const VF mean_u_xhat = hn::Set(d, s.mean_u_xhat);
+    const VF offset = hn::Set(d, p_.weight_offset);
+    const T* dy = dy_ + at + c0;
+    const T* x = x_ + at + c0;
+    T* dx = dx_ + at + c0;
+    const float* w = weight_ + (kWeight ? c0 : 0);
+    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+      const VF dyv = Load(d, dy + i, count);
+      const VF xhat = hn::Mul(hn::Sub(Load(d, x + i, count), mean), rstd);
+      const VF u = hn::Mul(dyv, Gain<kWeight>(d, w, offset, i, count));
+      if constexpr (kGrads) {
+        AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
+        AccumulateInto(d, dyv, db + c0 + i, count);
+      }
+      Store(d, hn::Mul(rstd, hn::NegMulAdd(xhat, mean_u_xhat, hn::Sub(u, mean_u))), dx + i, count);
+    });
+  }
+
+ private:
+  bool recompute() const { return rstd_ == nullptr; }
+  bool IsStatsPhase(int phase) const { return recompute() && phase == 0; }
+
+  // The mean and rstd the f32 path uses for this row, or false if the row takes the rare path.
+  bool FastStats(int64_t row, const State& s, float* mean, float* rstd) const {
+    if (recompute()) {
+      *mean = s.mean;
+      *rstd = s.rstd;
+      return s.stats_known;
+    }
+    *mean = mean_[row];
+    *rstd = rstd_[row];
+    return SavedRstdUsable(*rstd) && *rstd <= kMaxF32Rstd && std::isfinite(*mean);
+  }
+
+  void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
+    for (int64_t i = c0; i < c1; ++i) {
+      const double dy = ToDouble(dy_[at + i]);
+      const double xhat = (ToDouble(x_[at + i]) - s.rare_mean) * s.rare_rstd;
+      const double u = dy * GainDouble(weight_, p_.weight_offset, i);
+      StoreDouble(s.rare_rstd * (u - s.rare_mean_u - xhat * s.rare_mean_u_xhat), dx_ + at + i);
+      if constexpr (kGrads) {
+        dw[i] += static_cast<float>(dy * xhat);
+        db[i] += static_cast<float>(dy);
+      }
+    }
+  }
+
+  const Problem& p_;
+  const T* dy_;
+  const T* x_;
+  const float* weight_;
+  const float* mean_;
+  const float* rstd_;
+  T* dx_;
+};
+
+void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) {
+  const RowPlan plan = MakePlan(p);
+  ParamGradPartials grads(plan, a.dweight, a.dbias);
+  const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
+  WithStorage(p.dtype, [&](auto t) {
+    WithFlag(a.weight != nullptr, [&](auto weight) {
+      WithFlag(grads.wanted(), [&](auto want_grads) {
+        const LayerNormBackwardKernel<decltype(t), decltype(weight)::value, decltype(want_grads)::value> kernel(p, a);
+        RunRows(plan, bytes, kernel, &grads);
+      });
+    });
+  });
+  grads.Reduce();
+}
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace rmsnorm::cpu {
+HWY_EXPORT(LayerNormBackwardImpl);
+void LayerNormBackward(const Problem& p, const BackwardArgs& args) {
+  HWY_DYNAMIC_DISPATCH(LayerNormBackwardImpl)(p, args);
+}
+}  // namespace rmsnorm::cpu
+#endif

@@ -1,0 +1,132 @@
+// LayerNorm forward, the baseline, built to the same standard as RMSNorm.
+//
+//   mean, var of x (chunk moments combined in double),  rstd = 1 / sqrt(var + eps)
+//   y = (x - mean) * rstd * g (+ b)
+//
+// Per row: two passes over each chunk for its moments (the second from cache), one to write y.
+// That extra pass over RMSNorm's two is the re-centering the paper drops.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/layernorm_fwd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Then the per-target headers.
+#include "hwy/highway.h"
+#include "cpu/simd-inl.h"
+
+#include <cmath>
+
+#include "cpu/cpu.h"
+#include "cpu/dispatch.h"
+#include "cpu/moments.h"
+#include "cpu/rare_rows.h"
+#include "cpu/row_driver.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+
+struct LayerNormForwardState {
+  Moments moments;
+  float mean = 0.0f;
+  float rstd = 0.0f;
+  bool rare = false;  // computed in double: see rare_rows.h
+  double rare_mean = 0.0;
+  double rare_rstd = 0.0;
+};
+
+// x, y: (rows, cols) in T; weight, bias: (cols) f32; mean, rstd: (rows) f32 or null.
+template <class T, bool kWeight, bool kBias>
+class LayerNormForwardKernel {
+ public:
+  using State = LayerNormForwardState;
+  using Partial = Moments;
+
+  LayerNormForwardKernel(const Problem& p, const ForwardArgs& a)
+      : p_(p),
+        x_(static_cast<const T*>(a.x)),
+        weight_(a.weight),
+        bias_(a.bias),
+        y_(static_cast<T*>(a.y)),
+        mean_(a.mean),
+        rstd_(a.rstd) {}
+
+  int num_phases() const { return 1; }
+
+  Partial Reduce(int, int64_t row, int64_t c0, int64_t c1, const State&) const {
+    return ChunkMoments(x_ + row * p_.cols + c0, size_t(c1 - c0));
+  }
+
+  void Fold(int, State& s, const Partial& part) const { FoldMoments(s.moments, part); }
+
+  void Finish(int, int64_t row, State& s) const {
+    double rstd;
+    if (MomentsInverseRoot(s.moments, p_.eps, &rstd)) {
+      s.mean = static_cast<float>(s.moments.mean);
+      s.rstd = static_cast<float>(rstd);
+    } else {
+      s.rare = true;
+      double centered_squares;
+      MomentsDouble(x_ + row * p_.cols, p_.cols, &s.rare_mean, &centered_squares);
+      s.rare_rstd = InverseRootOrZero(centered_squares / double(p_.cols) + double(p_.eps));
+      s.mean = static_cast<float>(s.rare_mean);
+      s.rstd = static_cast<float>(s.rare_rstd);
+    }
+    if (mean_) mean_[row] = s.mean;
+    if (rstd_) rstd_[row] = s.rstd;
+  }
+
+  void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
+    const T* in = x_ + row * p_.cols + c0;
+    T* out = y_ + row * p_.cols + c0;
+    const float* w = weight_ + (kWeight ? c0 : 0);
+    const float* b = bias_ + (kBias ? c0 : 0);
+    if (s.rare) {
+      for (int64_t i = 0; i < c1 - c0; ++i) {
+        const double bias = kBias ? double(b[i]) : 0.0;
+        const double xhat = (ToDouble(in[i]) - s.rare_mean) * s.rare_rstd;
+        StoreDouble(xhat * GainDouble(kWeight ? w : nullptr, p_.weight_offset, i) + bias, out + i);
+      }
+      return;
+    }
+    const DF d;
+    const VF mean = hn::Set(d, s.mean);
+    const VF rstd = hn::Set(d, s.rstd);
+    const VF offset = hn::Set(d, p_.weight_offset);
+    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+      const VF xhat = hn::Mul(hn::Sub(Load(d, in + i, count), mean), rstd);
+      Store(d, ScaleShift<kWeight, kBias>(d, xhat, w, b, offset, i, count), out + i, count);
+    });
+  }
+
+ private:
+  const Problem& p_;
+  const T* x_;
+  const float* weight_;
+  const float* bias_;
+  T* y_;
+  float* mean_;
+  float* rstd_;
+};
+
+void LayerNormForwardImpl(const Problem& p, const ForwardArgs& a) {
+  const RowPlan plan = MakePlan(p);
+  const int64_t bytes = 2 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
+  WithStorage(p.dtype, [&](auto t) {
+    WithFlag(a.weight != nullptr, [&](auto weight) {
+      WithFlag(a.bias != nullptr, [&](auto bias) {
+        const LayerNormForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, a);
+        RunRows(plan, bytes, kernel, nullptr);
+      });
+    });
+  });
+}
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace rmsnorm::cpu {
+HWY_EXPORT(LayerNormForwardImpl);
+void LayerNormForward(const Problem& p, const ForwardArgs& args) {
+  HWY_DYNAMIC_DISPATCH(LayerNormForwardImpl)(p, args);
+}
+}  // namespace rmsnorm::cpu
+#endif

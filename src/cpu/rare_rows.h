@@ -1,0 +1,60 @@
+// The slow, exact path for rows the f32 path cannot take: statistics beyond f32's squared range
+// (|x| above about 1e19 or below about 1e-19 with a tiny eps), or non-finite sums. Scalar double
+// arithmetic reaches every finite f32 input; such rows are rare, so speed does not matter here.
+#ifndef RMSNORM_SRC_CPU_RARE_ROWS_H_
+#define RMSNORM_SRC_CPU_RARE_ROWS_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/base.h"
+#include "rmsnorm/rmsnorm.hpp"
+
+namespace rmsnorm::cpu {
+
+inline uint16_t Bits16(const void* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, sizeof bits);
+  return bits;
+}
+
+inline double ToDouble(float v) { return v; }
+inline double ToDouble(hwy::bfloat16_t v) { return static_cast<float>(bf16::from_bits(Bits16(&v))); }
+inline double ToDouble(hwy::float16_t v) { return f16::to_float(Bits16(&v)); }
+
+inline void StoreDouble(double v, float* out) { *out = static_cast<float>(v); }
+inline void StoreDouble(double v, hwy::bfloat16_t* out) {
+  const uint16_t bits = bf16::from_float(static_cast<float>(v));
+  std::memcpy(out, &bits, sizeof bits);
+}
+inline void StoreDouble(double v, hwy::float16_t* out) {
+  const uint16_t bits = f16::from_float(static_cast<float>(v));
+  std::memcpy(out, &bits, sizeof bits);
+}
+
+// sum_{i<n} x_i^2 in double.
+template <class T>
+double SumSquaresDouble(const T* x, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += ToDouble(x[i]) * ToDouble(x[i]);
+  return sum;
+}
+
+// mean and sum of squared deviations of x[0, n), two passes in double.
+template <class T>
+void MomentsDouble(const T* x, int64_t n, double* mean, double* centered_squares) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += ToDouble(x[i]);
+  *mean = sum / double(n);
+  double squares = 0.0;
+  for (int64_t i = 0; i < n; ++i) squares += (ToDouble(x[i]) - *mean) * (ToDouble(x[i]) - *mean);
+  *centered_squares = squares;
+}
+
+inline double GainDouble(const float* weight, float offset, int64_t i) {
+  return weight ? double(offset) + double(weight[i]) : 1.0;
+}
+
+}  // namespace rmsnorm::cpu
+
+#endif  // RMSNORM_SRC_CPU_RARE_ROWS_H_

@@ -1,0 +1,186 @@
+// RMSNorm family backward (RMSNorm, pRMSNorm, L2-Norm), one fused kernel for dx, dweight and dbias.
+//
+//   u = dy * g,  xhat = x * rstd,  c = sum_{j<n}(u_j * xhat_j) / divisor
+//   dx_i = rstd * (u_i - [i < k] * xhat_i * c)
+//   dweight_i = sum_rows dy_i * xhat_i,  dbias_i = sum_rows dy_i
+//
+// Per row: one pass reduces sum(u * x) (and sum(x^2) when rstd is recomputed), a second (from cache)
+// writes dx and adds to the row block's parameter-gradient partials.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/rmsnorm_bwd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Then the per-target headers.
+#include "hwy/highway.h"
+#include "cpu/simd-inl.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/cpu.h"
+#include "cpu/dispatch.h"
+#include "cpu/rare_rows.h"
+#include "cpu/row_driver.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+
+struct RmsBackwardState {
+  double sum_squares = 0.0;  // when recomputing rstd
+  double dot = 0.0;          // sum(u * x), without rstd: the statistic may still be unknown
+  float rstd = 0.0f;
+  float c = 0.0f;
+  bool rare = false;  // computed in double: see rare_rows.h
+  double rare_rstd = 0.0;
+  double rare_c = 0.0;
+};
+
+struct RmsBackwardPartial {
+  double sum_squares = 0.0;
+  double dot = 0.0;
+};
+
+// dy, x, dx: (rows, cols) in T; weight: (cols) f32; rstd: (rows) f32 or null (recompute).
+template <class T, bool kWeight, bool kGrads>
+class RmsBackwardKernel {
+ public:
+  using State = RmsBackwardState;
+  using Partial = RmsBackwardPartial;
+
+  RmsBackwardKernel(const Problem& p, const BackwardArgs& a)
+      : p_(p),
+        dy_(static_cast<const T*>(a.dy)),
+        x_(static_cast<const T*>(a.x)),
+        weight_(a.weight),
+        rstd_(a.rstd),
+        dx_(static_cast<T*>(a.dx)) {}
+
+  int num_phases() const { return 1; }
+
+  Partial Reduce(int, int64_t row, int64_t c0, int64_t c1, const State&) const {
+    const int64_t at = row * p_.cols + c0;
+    const DF d;
+    const VF offset = hn::Set(d, p_.weight_offset);
+    const float* w = weight_ + (kWeight ? c0 : 0);
+    Partial partial;
+    partial.dot = Reduce1(d, size_t(c1 - c0), [&](VF& acc, size_t i, size_t count) {
+      const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, offset, i, count));
+      acc = hn::MulAdd(u, Load(d, x_ + at + i, count), acc);
+    });
+    const int64_t end = std::min(c1, p_.k);
+    if (rstd_ == nullptr && c0 < end) partial.sum_squares = SumSquares(x_ + at, size_t(end - c0));
+    return partial;
+  }
+
+  void Fold(int, State& s, const Partial& partial) const {
+    s.sum_squares += partial.sum_squares;
+    s.dot += partial.dot;
+  }
+
+  void Finish(int, int64_t row, State& s) const {
+    double rstd;
+    bool fast;
+    if (rstd_ != nullptr) {
+      rstd = rstd_[row];
+      fast = SavedRstdUsable(rstd_[row]) && rstd_[row] <= kMaxF32Rstd;
+    } else {
+      const double ms_eps = s.sum_squares / double(p_.divisor) + double(p_.eps);
+      fast = std::isfinite(s.sum_squares) && ms_eps >= kMinF32Statistic;
+      rstd = fast ? static_cast<float>(1.0 / std::sqrt(ms_eps)) : 0.0;
+    }
+    if (fast && std::isfinite(s.dot)) {
+      s.rstd = static_cast<float>(rstd);
+      s.c = static_cast<float>(rstd * s.dot / double(p_.divisor));
+      return;
+    }
+    s.rare = true;
+    const T* x = x_ + row * p_.cols;
+    const T* dy = dy_ + row * p_.cols;
+    s.rare_rstd = rstd_ != nullptr && SavedRstdUsable(rstd_[row])
+                      ? double(rstd_[row])
+                      : InverseRootOrZero(SumSquaresDouble(x, p_.k) / double(p_.divisor) + double(p_.eps));
+    double dot = 0.0;
+    for (int64_t i = 0; i < p_.cols; ++i)
+      dot += ToDouble(dy[i]) * GainDouble(weight_, p_.weight_offset, i) * ToDouble(x[i]) * s.rare_rstd;
+    s.rare_c = dot / double(p_.divisor);
+  }
+
+  void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
+    const int64_t at = row * p_.cols;
+    if (s.rare) return RareOutput(at, c0, c1, s, dw, db);
+    // [c0, c1) splits at k: the first part gets the correction, the rest does not.
+    const int64_t split = std::clamp(p_.k, c0, c1);
+    OutputRange<true>(at, c0, split, s, dw, db);
+    OutputRange<false>(at, split, c1, s, dw, db);
+  }
+
+ private:
+  template <bool kCorrect>
+  void OutputRange(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
+    if (c0 >= c1) return;
+    const DF d;
+    const VF rstd = hn::Set(d, s.rstd);
+    const VF c = hn::Set(d, s.c);
+    const VF offset = hn::Set(d, p_.weight_offset);
+    const T* dy = dy_ + at + c0;
+    const T* x = x_ + at + c0;
+    T* dx = dx_ + at + c0;
+    const float* w = weight_ + (kWeight ? c0 : 0);
+    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+      const VF g = Gain<kWeight>(d, w, offset, i, count);
+      const VF dyv = Load(d, dy + i, count);
+      const VF xhat = hn::Mul(Load(d, x + i, count), rstd);
+      const VF u = hn::Mul(dyv, g);
+      const VF inner = kCorrect ? hn::NegMulAdd(xhat, c, u) : u;
+      if constexpr (kGrads) {
+        AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
+        AccumulateInto(d, dyv, db + c0 + i, count);
+      }
+      Store(d, hn::Mul(rstd, inner), dx + i, count);
+    });
+  }
+
+  void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
+    for (int64_t i = c0; i < c1; ++i) {
+      const double dy = ToDouble(dy_[at + i]);
+      const double xhat = ToDouble(x_[at + i]) * s.rare_rstd;
+      const double correction = i < p_.k ? xhat * s.rare_c : 0.0;
+      StoreDouble(s.rare_rstd * (dy * GainDouble(weight_, p_.weight_offset, i) - correction), dx_ + at + i);
+      if constexpr (kGrads) {
+        dw[i] += static_cast<float>(dy * xhat);
+        db[i] += static_cast<float>(dy);
+      }
+    }
+  }
+
+  const Problem& p_;
+  const T* dy_;
+  const T* x_;
+  const float* weight_;
+  const float* rstd_;
+  T* dx_;
+};
+
+void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) {
+  const RowPlan plan = MakePlan(p);
+  ParamGradPartials grads(plan, a.dweight, a.dbias);
+  const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
+  WithStorage(p.dtype, [&](auto t) {
+    WithFlag(a.weight != nullptr, [&](auto weight) {
+      WithFlag(grads.wanted(), [&](auto want_grads) {
+        const RmsBackwardKernel<decltype(t), decltype(weight)::value, decltype(want_grads)::value> kernel(p, a);
+        RunRows(plan, bytes, kernel, &grads);
+      });
+    });
+  });
+  grads.Reduce();
+}
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace rmsnorm::cpu {
+HWY_EXPORT(RmsBackwardImpl);
+void RmsBackward(const Problem& p, const BackwardArgs& args) { HWY_DYNAMIC_DISPATCH(RmsBackwardImpl)(p, args); }
+}  // namespace rmsnorm::cpu
+#endif

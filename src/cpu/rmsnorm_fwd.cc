@@ -1,0 +1,139 @@
+// RMSNorm family forward (RMSNorm, pRMSNorm, L2-Norm), optionally fused with a residual add.
+//
+//   h = x (+ residual, rounded to T and stored to residual_out)
+//   rstd = 1 / sqrt(sum_{i<k} h_i^2 / divisor + eps)
+//   y = h * rstd * g (+ b)
+//
+// Per row: one pass reduces the chunk's squares in f32 lanes, a second (from cache) writes y.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/rmsnorm_fwd.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Then the per-target headers.
+#include "hwy/highway.h"
+#include "cpu/simd-inl.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cpu/cpu.h"
+#include "cpu/dispatch.h"
+#include "cpu/rare_rows.h"
+#include "cpu/row_driver.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+
+struct RmsForwardState {
+  double sum_squares = 0.0;
+  float rstd = 0.0f;
+  bool rare = false;  // computed in double: see rare_rows.h
+  double rare_rstd = 0.0;
+};
+
+// x, residual, y, residual_out: (rows, cols) in T; weight, bias: (cols) f32; rstd: (rows) f32 or null.
+template <class T, bool kWeight, bool kBias, bool kAdd>
+class RmsForwardKernel {
+ public:
+  using State = RmsForwardState;
+  using Partial = double;
+
+  RmsForwardKernel(const Problem& p, const ForwardArgs& a)
+      : p_(p),
+        x_(static_cast<const T*>(a.x)),
+        residual_(static_cast<const T*>(a.residual)),
+        weight_(a.weight),
+        bias_(a.bias),
+        y_(static_cast<T*>(a.y)),
+        h_(static_cast<T*>(a.residual_out)),
+        rstd_(a.rstd) {}
+
+  int num_phases() const { return 1; }
+
+  Partial Reduce(int, int64_t row, int64_t c0, int64_t c1, const State&) const {
+    if constexpr (kAdd) {
+      const DF d;
+      const int64_t at = row * p_.cols + c0;
+      ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+        Store(d, hn::Add(Load(d, x_ + at + i, count), Load(d, residual_ + at + i, count)), h_ + at + i, count);
+      });
+    }
+    // The statistic is taken from what was stored, so fused equals add-then-norm bit for bit.
+    const int64_t end = std::min(c1, p_.k);
+    return c0 < end ? double(SumSquares(Input(row) + c0, size_t(end - c0))) : 0.0;
+  }
+
+  void Fold(int, State& s, Partial sum_squares) const { s.sum_squares += sum_squares; }
+
+  void Finish(int, int64_t row, State& s) const {
+    const double ms_eps = s.sum_squares / double(p_.divisor) + double(p_.eps);
+    if (std::isfinite(s.sum_squares) && ms_eps >= kMinF32Statistic) {
+      s.rstd = static_cast<float>(1.0 / std::sqrt(ms_eps));
+    } else {
+      s.rare = true;
+      s.rare_rstd = InverseRootOrZero(SumSquaresDouble(Input(row), p_.k) / double(p_.divisor) + double(p_.eps));
+      s.rstd = static_cast<float>(s.rare_rstd);
+    }
+    if (rstd_) rstd_[row] = s.rstd;
+  }
+
+  void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
+    const T* in = Input(row) + c0;
+    T* out = y_ + row * p_.cols + c0;
+    const float* w = weight_ + (kWeight ? c0 : 0);
+    const float* b = bias_ + (kBias ? c0 : 0);
+    if (s.rare) {
+      for (int64_t i = 0; i < c1 - c0; ++i) {
+        const double bias = kBias ? double(b[i]) : 0.0;
+        StoreDouble(ToDouble(in[i]) * s.rare_rstd * GainDouble(kWeight ? w : nullptr, p_.weight_offset, i) + bias,
+                    out + i);
+      }
+      return;
+    }
+    const DF d;
+    const VF rstd = hn::Set(d, s.rstd);
+    const VF offset = hn::Set(d, p_.weight_offset);
+    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+      const VF normed = hn::Mul(Load(d, in + i, count), rstd);
+      Store(d, ScaleShift<kWeight, kBias>(d, normed, w, b, offset, i, count), out + i, count);
+    });
+  }
+
+ private:
+  const T* Input(int64_t row) const { return (kAdd ? h_ : x_) + row * p_.cols; }
+
+  const Problem& p_;
+  const T* x_;
+  const T* residual_;
+  const float* weight_;
+  const float* bias_;
+  T* y_;
+  T* h_;
+  float* rstd_;
+};
+
+void RmsForwardImpl(const Problem& p, const ForwardArgs& a) {
+  const RowPlan plan = MakePlan(p);
+  const int64_t tensors = a.residual ? 4 : 2;
+  const int64_t bytes = tensors * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
+  WithStorage(p.dtype, [&](auto t) {
+    WithFlag(a.weight != nullptr, [&](auto weight) {
+      WithFlag(a.bias != nullptr, [&](auto bias) {
+        WithFlag(a.residual != nullptr, [&](auto add) {
+          const RmsForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value, decltype(add)::value>
+              kernel(p, a);
+          RunRows(plan, bytes, kernel, nullptr);
+        });
+      });
+    });
+  });
+}
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace rmsnorm::cpu {
+HWY_EXPORT(RmsForwardImpl);
+void RmsForward(const Problem& p, const ForwardArgs& args) { HWY_DYNAMIC_DISPATCH(RmsForwardImpl)(p, args); }
+}  // namespace rmsnorm::cpu
+#endif

@@ -1,0 +1,245 @@
+// SIMD building blocks shared by the kernels, compiled once per Highway target: loading and storing
+// f32, bf16 and f16 rows as f32 vectors, partial vectors at the end of a range, and unrolled
+// reductions.
+//
+// Conversions round to nearest even, keep NaN a quiet NaN and overflow to infinity on every target.
+// (Highway 1.0.3 truncates bf16 and, without F16C, mishandles f16 infinities and NaN, so the
+// conversions are ours; the public rmsnorm::bf16 / rmsnorm::f16 define the same rounding.)
+
+// Per-target include guard, the Highway way.
+#if defined(RMSNORM_SRC_CPU_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RMSNORM_SRC_CPU_SIMD_INL_H_
+#undef RMSNORM_SRC_CPU_SIMD_INL_H_
+#else
+#define RMSNORM_SRC_CPU_SIMD_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstring>
+
+#include "cpu/moments.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+#undef RMSNORM_HAVE_F16C
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+#define RMSNORM_HAVE_F16C 1  // vcvtph2ps / vcvtps2ph: exact, round to nearest even
+#else
+#define RMSNORM_HAVE_F16C 0
+#endif
+
+// ---- Full vectors: Lanes(DF) elements of storage type T <-> f32 lanes ----------------------------
+
+HWY_INLINE VF LoadFull(DF d, const float* p) { return hn::LoadU(d, p); }
+HWY_INLINE void StoreFull(DF d, VF v, float* p) { hn::StoreU(v, d, p); }
+
+HWY_INLINE VF LoadFull(DF d, const hwy::bfloat16_t* p) {
+  const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+  return hn::PromoteTo(d, hn::LoadU(dbf, p));  // a shift: exact
+}
+
+HWY_INLINE void StoreFull(DF /* d */, VF v, hwy::bfloat16_t* p) {
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto bits = hn::BitCast(du, v);
+  const auto upper = hn::ShiftRight<16>(bits);
+  // Round to nearest even: add 0x7FFF plus the lowest kept bit, then drop the low half.
+  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), hn::And(upper, hn::Set(du, 1u)))));
+  const auto quiet_nan = hn::Or(upper, hn::Set(du, 0x0040u));
+  const auto result = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, result)), du16, reinterpret_cast<uint16_t*>(p));
+}
+
+HWY_INLINE VF LoadFull(DF d, const hwy::float16_t* p) {
+#if RMSNORM_HAVE_F16C
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(d, hn::LoadU(dh, p));
+#else
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto h = hn::PromoteTo(du, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p)));
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+  const auto exponent = hn::And(hn::ShiftRight<10>(h), hn::Set(du, 0x1Fu));
+  const auto mantissa = hn::And(h, hn::Set(du, 0x3FFu));
+  const auto normal = hn::Or(hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, 112u))), hn::ShiftLeft<13>(mantissa));
+  const auto inf_nan = hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeft<13>(mantissa));
+  // Zero and subnormals: mantissa * 2^-24, exact in f32.
+  const auto subnormal = hn::BitCast(du, hn::Mul(hn::ConvertTo(d, hn::BitCast(di, mantissa)), hn::Set(d, 0x1p-24f)));
+  const auto magnitude = hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal,
+                                        hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 31u)), inf_nan, normal));
+  return hn::BitCast(d, hn::Or(sign, magnitude));
+#endif
+}
+
+HWY_INLINE void StoreFull(DF d, VF v, hwy::float16_t* p) {
+#if RMSNORM_HAVE_F16C
+  (void)d;
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  hn::StoreU(hn::DemoteTo(dh, v), dh, p);
+#else
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto bits = hn::BitCast(du, v);
+  const auto sign = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 0x8000u));
+  const auto magnitude = hn::And(bits, hn::Set(du, 0x7FFFFFFFu));
+  const auto signed_magnitude = hn::BitCast(di, magnitude);  // compare as int: magnitude < 2^31
+  // Normal f16: rebias the exponent, round the 13 dropped bits to nearest even.
+  const auto rebiased = hn::Sub(magnitude, hn::Set(du, 112u << 23));
+  const auto normal = hn::ShiftRight<13>(
+      hn::Add(rebiased, hn::Add(hn::Set(du, 0xFFFu), hn::And(hn::ShiftRight<13>(rebiased), hn::Set(du, 1u)))));
+  // Subnormal f16: the value in units of 2^-24 (scaling is exact), rounded to nearest even; 1024
+  // units is the smallest normal, whose encoding is 1024.
+  const auto subnormal = hn::BitCast(du, hn::NearestInt(hn::Mul(hn::Abs(v), hn::Set(d, 16777216.0f))));
+  const auto nan = hn::Or(hn::Set(du, 0x7E00u), hn::And(hn::ShiftRight<13>(magnitude), hn::Set(du, 0x3FFu)));
+  auto result = hn::IfThenElse(hn::RebindMask(du, hn::Lt(signed_magnitude, hn::Set(di, 0x38800000))), subnormal, normal);
+  result = hn::IfThenElse(hn::RebindMask(du, hn::Gt(signed_magnitude, hn::Set(di, 0x477FEFFF))), hn::Set(du, 0x7C00u), result);
+  result = hn::IfThenElse(hn::RebindMask(du, hn::Gt(signed_magnitude, hn::Set(di, 0x7F800000))), nan, result);
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, hn::Or(sign, result))), du16, reinterpret_cast<uint16_t*>(p));
+#endif
+}
+
+// ---- Any count: the last vector of a range goes through a zero-padded buffer, so nothing beyond the
+// range is ever read or written, and the tail is computed by the very same vector code ---------------
+
+constexpr size_t kMaxLanes = hn::MaxLanes(DF());
+
+template <class T>
+HWY_INLINE VF Load(DF d, const T* p, size_t count) {
+  if (HWY_LIKELY(count == hn::Lanes(d))) return LoadFull(d, p);
+  HWY_ALIGN T buffer[kMaxLanes] = {};
+  std::memcpy(buffer, p, HWY_MIN(count, kMaxLanes) * sizeof(T));  // count < Lanes; the bound is for the compiler
+  return LoadFull(d, buffer);
+}
+
+template <class T>
+HWY_INLINE void Store(DF d, VF v, T* p, size_t count) {
+  if (HWY_LIKELY(count == hn::Lanes(d))) return StoreFull(d, v, p);
+  HWY_ALIGN T buffer[kMaxLanes];
+  StoreFull(d, v, buffer);
+  std::memcpy(p, buffer, HWY_MIN(count, kMaxLanes) * sizeof(T));
+}
+
+// Calls body(i, count) for i = 0, N, 2N, ... over [0, n): count is N = Lanes(d) except for a last,
+// partial vector (0 < count < N).
+template <class Body>
+HWY_INLINE void ForEachVector(DF d, size_t n, const Body& body) {
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) body(i, N);
+  if (i < n) body(i, n - i);
+}
+
+// ---- Reductions over [0, n), four independent accumulators to hide the add latency ----------------
+
+// sum of step(acc, i, count) updates, where step folds the vector at i into acc.
+template <class Step>
+HWY_INLINE float Reduce1(DF d, size_t n, const Step& step) {
+  const size_t N = hn::Lanes(d);
+  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    step(a0, i, N);
+    step(a1, i + N, N);
+    step(a2, i + 2 * N, N);
+    step(a3, i + 3 * N, N);
+  }
+  for (; i + N <= n; i += N) step(a0, i, N);
+  if (i < n) step(a1, i, n - i);
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+}
+
+// Two sums at once: step(acc_a, acc_b, i, count).
+template <class Step>
+HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, float* sum_a, float* sum_b) {
+  const size_t N = hn::Lanes(d);
+  VF a0 = hn::Zero(d), a1 = hn::Zero(d), b0 = hn::Zero(d), b1 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    step(a0, b0, i, N);
+    step(a1, b1, i + N, N);
+  }
+  if (i + N <= n) {
+    step(a0, b0, i, N);
+    i += N;
+  }
+  if (i < n) step(a1, b1, i, n - i);
+  *sum_a = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
+  *sum_b = hn::GetLane(hn::SumOfLanes(d, hn::Add(b0, b1)));
+}
+
+// sum of x_i^2 over [0, n).
+template <class T>
+HWY_INLINE float SumSquares(const T* x, size_t n) {
+  const DF d;
+  return Reduce1(d, n, [&](VF& acc, size_t i, size_t count) {
+    const VF v = Load(d, x + i, count);
+    acc = hn::MulAdd(v, v, acc);
+  });
+}
+
+// Count, mean and M2 of x[0, n) by the corrected two-pass algorithm: a pass for an f32 estimate m of
+// the mean, a second (from cache) for the sums of d = x - m and d^2; then mean = m + sum(d) / n and
+// M2 = sum(d^2) - sum(d)^2 / n, which stays accurate when m is off by an ulp (large mean, small spread).
+template <class T>
+HWY_INLINE Moments ChunkMoments(const T* x, size_t n) {
+  const DF d;
+  const float sum = Reduce1(d, n, [&](VF& acc, size_t i, size_t count) { acc = hn::Add(acc, Load(d, x + i, count)); });
+  const float estimate = static_cast<float>(double(sum) / double(n));
+  const VF m = hn::Set(d, estimate);
+  float sum_d, sum_d2;
+  Reduce2(
+      d, n,
+      [&](VF& acc_d, VF& acc_d2, size_t i, size_t count) {
+        VF deviation = hn::Sub(Load(d, x + i, count), m);
+        if (count != hn::Lanes(d)) deviation = hn::IfThenElseZero(hn::FirstN(d, count), deviation);
+        acc_d = hn::Add(acc_d, deviation);
+        acc_d2 = hn::MulAdd(deviation, deviation, acc_d2);
+      },
+      &sum_d, &sum_d2);
+  Moments moments;
+  moments.count = int64_t(n);
+  moments.mean = double(estimate) + double(sum_d) / double(n);
+  const double m2 = double(sum_d2) - double(sum_d) * double(sum_d) / double(n);
+  moments.m2 = m2 < 0.0 ? 0.0 : m2;  // rounding can dip below 0; NaN stays NaN and marks the row rare
+  return moments;
+}
+
+// The gain g_i = offset + w_i, or 1 without weights.
+template <bool kWeight>
+HWY_INLINE VF Gain(DF d, const float* weight, VF offset, size_t i, size_t count) {
+  if constexpr (kWeight) {
+    return hn::Add(offset, Load(d, weight + i, count));
+  } else {
+    (void)weight, (void)offset, (void)i, (void)count;
+    return hn::Set(d, 1.0f);
+  }
+}
+
+// v * g (+ b): the affine epilogue of every forward.
+template <bool kWeight, bool kBias>
+HWY_INLINE VF ScaleShift(DF d, VF v, const float* weight, const float* bias, VF offset, size_t i, size_t count) {
+  if constexpr (kWeight && kBias) return hn::MulAdd(v, Gain<true>(d, weight, offset, i, count), Load(d, bias + i, count));
+  if constexpr (kWeight) return hn::Mul(v, Gain<true>(d, weight, offset, i, count));
+  if constexpr (kBias) return hn::Add(v, Load(d, bias + i, count));
+  (void)weight, (void)bias, (void)offset, (void)i, (void)count;
+  return v;
+}
+
+// Adds a vector into an f32 accumulator row (the parameter-gradient partials).
+HWY_INLINE void AccumulateInto(DF d, VF v, float* p, size_t count) {
+  Store(d, hn::Add(Load(d, p, count), v), p, count);
+}
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard

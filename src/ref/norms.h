@@ -1,0 +1,187 @@
+// The reference: the definition of every norm as plain loops with double accumulation. No SIMD, no
+// threads, no cleverness: the oracle the fast kernels are tested against, and a backend users can
+// select at run time (RMSNORM_BACKEND=reference).
+//
+// Templated on the storage type T of the row tensors (float, bf16, f16, or double for gradient
+// checks) and P of the parameters and statistics (float, or double).
+//
+// Each row is read into double before anything is written, so outputs may alias inputs.
+#ifndef RMSNORM_SRC_REF_NORMS_H_
+#define RMSNORM_SRC_REF_NORMS_H_
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "ref/storage.h"
+#include "runtime/problem.h"
+
+namespace rmsnorm::ref {
+
+template <class T, class P>
+struct Forward {
+  const T* x = nullptr;         // (rows, cols)
+  const T* residual = nullptr;  // (rows, cols) or null: fused add
+  const P* weight = nullptr;    // (cols) or null
+  const P* bias = nullptr;      // (cols) or null
+  T* y = nullptr;               // (rows, cols)
+  T* residual_out = nullptr;    // (rows, cols), with residual
+  P* mean = nullptr;            // (rows) or null, LayerNorm
+  P* rstd = nullptr;            // (rows) or null
+};
+
+template <class T, class P>
+struct Backward {
+  const T* dy = nullptr;       // (rows, cols)
+  const T* x = nullptr;        // (rows, cols)
+  const P* weight = nullptr;   // (cols) or null
+  const P* mean = nullptr;     // (rows) or null, LayerNorm
+  const P* rstd = nullptr;     // (rows) or null: recompute
+  T* dx = nullptr;             // (rows, cols)
+  P* dweight = nullptr;        // (cols) or null
+  P* dbias = nullptr;          // (cols) or null
+};
+
+template <class P>
+double Gain(const Problem& p, const P* weight, int64_t i) {
+  return weight ? double(p.weight_offset) + double(weight[i]) : 1.0;
+}
+
+template <class T>
+void LoadRow(const T* row, int64_t n, std::vector<double>& out) {
+  out.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = ToDouble(row[i]);
+}
+
+// 1 / sqrt(sum_{i<k} a_i^2 / divisor + eps).
+inline double RmsInverseRoot(const Problem& p, const std::vector<double>& a) {
+  double sum_squares = 0.0;
+  for (int64_t i = 0; i < p.k; ++i) sum_squares += a[i] * a[i];
+  return InverseRootOrZero(sum_squares / double(p.divisor) + double(p.eps));
+}
+
+// mean and 1 / sqrt(var + eps), two passes.
+inline void LayerStats(const Problem& p, const std::vector<double>& a, double* mean, double* rstd) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < p.cols; ++i) sum += a[i];
+  const double mu = sum / double(p.cols);
+  double centered = 0.0;
+  for (int64_t i = 0; i < p.cols; ++i) centered += (a[i] - mu) * (a[i] - mu);
+  *mean = mu;
+  *rstd = InverseRootOrZero(centered / double(p.cols) + double(p.eps));
+}
+
+template <class T, class P>
+void WriteParamGrads(const Problem& p, const std::vector<double>& dweight, const std::vector<double>& dbias,
+                     const Backward<T, P>& b) {
+  for (int64_t i = 0; i < p.cols; ++i) {
+    if (b.dweight) b.dweight[i] = static_cast<P>(dweight[i]);
+    if (b.dbias) b.dbias[i] = static_cast<P>(dbias[i]);
+  }
+}
+
+// RMSNorm family forward: y = a * rstd * g (+ b), a = x (+ residual, rounded to T).
+template <class T, class P>
+void RmsForward(const Problem& p, const Forward<T, P>& f) {
+  std::vector<double> a, r;
+  for (int64_t row = 0; row < p.rows; ++row) {
+    const int64_t at = row * p.cols;
+    LoadRow(f.x + at, p.cols, a);
+    if (f.residual) {
+      LoadRow(f.residual + at, p.cols, r);
+      for (int64_t i = 0; i < p.cols; ++i) {
+        const T h = FromDouble<T>(a[i] + r[i]);
+        f.residual_out[at + i] = h;
+        a[i] = ToDouble(h);
+      }
+    }
+    const double rstd = RmsInverseRoot(p, a);
+    for (int64_t i = 0; i < p.cols; ++i) {
+      const double bias = f.bias ? double(f.bias[i]) : 0.0;
+      f.y[at + i] = FromDouble<T>(a[i] * rstd * Gain(p, f.weight, i) + bias);
+    }
+    if (f.rstd) f.rstd[row] = static_cast<P>(rstd);
+  }
+}
+
+// dx_i = rstd * (u_i - [i < k] * xhat_i * sum_j(u_j * xhat_j) / divisor), u = dy * g, xhat = x * rstd.
+template <class T, class P>
+void RmsBackward(const Problem& p, const Backward<T, P>& b) {
+  std::vector<double> a, dy, dweight(static_cast<size_t>(p.cols)), dbias(static_cast<size_t>(p.cols));
+  for (int64_t row = 0; row < p.rows; ++row) {
+    const int64_t at = row * p.cols;
+    LoadRow(b.x + at, p.cols, a);
+    LoadRow(b.dy + at, p.cols, dy);
+    const bool saved = b.rstd && SavedRstdUsable(static_cast<float>(b.rstd[row]));
+    const double rstd = saved ? double(b.rstd[row]) : RmsInverseRoot(p, a);
+    double dot = 0.0;
+    for (int64_t i = 0; i < p.cols; ++i) dot += dy[i] * Gain(p, b.weight, i) * a[i] * rstd;
+    for (int64_t i = 0; i < p.cols; ++i) {
+      const double xhat = a[i] * rstd;
+      const double correction = i < p.k ? xhat * dot / double(p.divisor) : 0.0;
+      b.dx[at + i] = FromDouble<T>(rstd * (dy[i] * Gain(p, b.weight, i) - correction));
+      dweight[i] += dy[i] * xhat;
+      dbias[i] += dy[i];
+    }
+  }
+  if (p.rows > 0) WriteParamGrads(p, dweight, dbias, b);
+}
+
+template <class T, class P>
+void LayerNormForward(const Problem& p, const Forward<T, P>& f) {
+  std::vector<double> a;
+  for (int64_t row = 0; row < p.rows; ++row) {
+    const int64_t at = row * p.cols;
+    LoadRow(f.x + at, p.cols, a);
+    double mean, rstd;
+    LayerStats(p, a, &mean, &rstd);
+    for (int64_t i = 0; i < p.cols; ++i) {
+      const double bias = f.bias ? double(f.bias[i]) : 0.0;
+      f.y[at + i] = FromDouble<T>((a[i] - mean) * rstd * Gain(p, f.weight, i) + bias);
+    }
+    if (f.mean) f.mean[row] = static_cast<P>(mean);
+    if (f.rstd) f.rstd[row] = static_cast<P>(rstd);
+  }
+}
+
+// dx_i = rstd * (u_i - mean(u) - xhat_i * mean(u * xhat)), xhat = (x - mean) * rstd.
+template <class T, class P>
+void LayerNormBackward(const Problem& p, const Backward<T, P>& b) {
+  std::vector<double> a, dy, dweight(static_cast<size_t>(p.cols)), dbias(static_cast<size_t>(p.cols));
+  for (int64_t row = 0; row < p.rows; ++row) {
+    const int64_t at = row * p.cols;
+    LoadRow(b.x + at, p.cols, a);
+    LoadRow(b.dy + at, p.cols, dy);
+    double mean, rstd;
+    if (b.rstd && b.mean && SavedRstdUsable(static_cast<float>(b.rstd[row]))) {
+      mean = double(b.mean[row]);
+      rstd = double(b.rstd[row]);
+    } else {
+      LayerStats(p, a, &mean, &rstd);
+    }
+    double sum_u = 0.0, sum_u_xhat = 0.0;
+    for (int64_t i = 0; i < p.cols; ++i) {
+      const double u = dy[i] * Gain(p, b.weight, i);
+      sum_u += u;
+      sum_u_xhat += u * (a[i] - mean) * rstd;
+    }
+    const double mean_u = sum_u / double(p.cols), mean_u_xhat = sum_u_xhat / double(p.cols);
+    for (int64_t i = 0; i < p.cols; ++i) {
+      const double xhat = (a[i] - mean) * rstd;
+      b.dx[at + i] = FromDouble<T>(rstd * (dy[i] * Gain(p, b.weight, i) - mean_u - xhat * mean_u_xhat));
+      dweight[i] += dy[i] * xhat;
+      dbias[i] += dy[i];
+    }
+  }
+  if (p.rows > 0) WriteParamGrads(p, dweight, dbias, b);
+}
+
+// The entry points the C ABI calls: dispatch on problem.dtype, parameters in f32.
+void RmsForward(const Problem& p, const ForwardArgs& args);
+void RmsBackward(const Problem& p, const BackwardArgs& args);
+void LayerNormForward(const Problem& p, const ForwardArgs& args);
+void LayerNormBackward(const Problem& p, const BackwardArgs& args);
+
+}  // namespace rmsnorm::ref
+
+#endif  // RMSNORM_SRC_REF_NORMS_H_

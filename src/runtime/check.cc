@@ -1,0 +1,151 @@
+#include "runtime/check.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "runtime/error.h"
+
+namespace rmsnorm::runtime {
+namespace {
+
+std::string Number(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.9g", v);
+  return text;
+}
+
+[[noreturn]] void Fail(const char* fn, const std::string& what) { FailInvalid(std::string(fn) + ": " + what); }
+
+// One buffer of a call, for the presence, alignment and overlap checks.
+struct Buffer {
+  const char* name;
+  const void* data;
+  size_t bytes;
+  size_t align;
+  bool output;
+  bool row_tensor;  // (rows, cols) in dtype: may coincide with another row tensor, one in, one out
+};
+
+class Buffers {
+ public:
+  Buffers(const char* fn, const Problem& p) : fn_(fn), p_(p) {}
+
+  void Row(const char* name, const void* data, bool output, bool required) {
+    const size_t size = DtypeSize(p_.dtype);
+    Add({name, data, size_t(p_.rows * p_.cols) * size, size, output, true}, required);
+  }
+  void PerCol(const char* name, const void* data, bool output) {
+    Add({name, data, size_t(p_.cols) * sizeof(float), alignof(float), output, false}, false);
+  }
+  void PerRow(const char* name, const void* data, bool output) {
+    Add({name, data, size_t(p_.rows) * sizeof(float), alignof(float), output, false}, false);
+  }
+
+  void CheckOverlaps() const {
+    for (size_t i = 0; i < list_.size(); ++i) {
+      for (size_t j = i + 1; j < list_.size(); ++j) {
+        const Buffer& a = list_[i];
+        const Buffer& b = list_[j];
+        if (!a.output && !b.output) continue;
+        const auto a0 = reinterpret_cast<uintptr_t>(a.data), b0 = reinterpret_cast<uintptr_t>(b.data);
+        if (a0 >= b0 + b.bytes || b0 >= a0 + a.bytes) continue;
+        const bool in_place = a.row_tensor && b.row_tensor && a0 == b0 && a.output != b.output;
+        if (in_place) continue;
+        Fail(fn_, std::string(a.name) + " and " + b.name +
+                      " overlap; an output may only coincide exactly with an input row tensor (in place)");
+      }
+    }
+  }
+
+ private:
+  void Add(const Buffer& b, bool required) {
+    if (b.data == nullptr) {
+      if (required) Fail(fn_, std::string(b.name) + " is NULL");
+      return;
+    }
+    if (reinterpret_cast<uintptr_t>(b.data) % b.align != 0)
+      Fail(fn_, std::string(b.name) + " is not aligned to its " + std::to_string(b.align) + "-byte elements");
+    list_.push_back(b);
+  }
+
+  const char* fn_;
+  const Problem& p_;
+  std::vector<Buffer> list_;
+};
+
+}  // namespace
+
+size_t DtypeSize(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
+
+int64_t PartialSize(int64_t cols, float partial) {
+  const double product = double(partial) * double(cols);
+  const double nearest = std::nearbyint(product);
+  const bool integral = std::fabs(product - nearest) <= product * 0x1p-23;
+  const int64_t k = static_cast<int64_t>(integral ? nearest : std::ceil(product));
+  return k < 1 ? 1 : (k > cols ? cols : k);
+}
+
+Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind) {
+  if (config == nullptr) Fail(fn, "config is NULL");
+  const rmsnorm_config& c = *config;
+  if (c.rows < 0) Fail(fn, "config->rows must be >= 0 (got " + std::to_string(c.rows) + ")");
+  if (c.cols < 1) Fail(fn, "config->cols must be >= 1 (got " + std::to_string(c.cols) + ")");
+  if (c.dtype != RMSNORM_F32 && c.dtype != RMSNORM_BF16 && c.dtype != RMSNORM_F16)
+    Fail(fn, "config->dtype is not an rmsnorm_dtype (got " + std::to_string(int(c.dtype)) + ")");
+  // Every byte offset into the largest tensor must fit in ptrdiff_t.
+  const int64_t max_elements = INT64_MAX / 8;
+  if (c.rows > 0 && c.cols > max_elements / c.rows)
+    Fail(fn, "config->rows * config->cols is too large (" + std::to_string(c.rows) + " x " +
+                 std::to_string(c.cols) + ")");
+  if (!std::isfinite(c.eps) || c.eps < 0.0f) Fail(fn, "config->eps must be finite and >= 0 (got " + Number(c.eps) + ")");
+  if (!(c.partial > 0.0f && c.partial <= 1.0f))
+    Fail(fn, "config->partial must be in (0, 1] (got " + Number(c.partial) + ")");
+  if (kind != NormKind::kRms && c.partial != 1.0f)
+    Fail(fn, std::string("config->partial must be 1 for ") + (kind == NormKind::kLayer ? "LayerNorm" : "L2-Norm") +
+                 " (got " + Number(c.partial) + ")");
+  if (!std::isfinite(c.weight_offset)) Fail(fn, "config->weight_offset must be finite (got " + Number(c.weight_offset) + ")");
+
+  Problem p;
+  p.rows = c.rows;
+  p.cols = c.cols;
+  p.dtype = c.dtype;
+  p.eps = c.eps;
+  p.weight_offset = c.weight_offset;
+  p.k = kind == NormKind::kRms ? PartialSize(c.cols, c.partial) : c.cols;
+  p.divisor = kind == NormKind::kL2 ? 1 : p.k;
+  return p;
+}
+
+void CheckForward(const char* fn, const Problem& p, const ForwardArgs& a, NormKind kind, bool fused_add) {
+  Buffers b(fn, p);
+  b.Row("x", a.x, false, true);
+  if (fused_add) b.Row("residual", a.residual, false, true);
+  b.PerCol("weight", a.weight, false);
+  b.PerCol("bias", a.bias, false);
+  b.Row("y", a.y, true, true);
+  if (fused_add) b.Row("residual_out", a.residual_out, true, true);
+  if (kind == NormKind::kLayer) b.PerRow("mean", a.mean, true);
+  b.PerRow("rstd", a.rstd, true);
+  b.CheckOverlaps();
+}
+
+void CheckBackward(const char* fn, const Problem& p, const BackwardArgs& a, NormKind kind) {
+  Buffers b(fn, p);
+  b.Row("dy", a.dy, false, true);
+  b.Row("x", a.x, false, true);
+  b.PerCol("weight", a.weight, false);
+  if (kind == NormKind::kLayer) {
+    if ((a.mean == nullptr) != (a.rstd == nullptr))
+      Fail(fn, "mean and rstd must be both given or both NULL (to recompute)");
+    b.PerRow("mean", a.mean, false);
+  }
+  b.PerRow("rstd", a.rstd, false);
+  b.Row("dx", a.dx, true, true);
+  b.PerCol("dweight", a.dweight, true);
+  b.PerCol("dbias", a.dbias, true);
+  b.CheckOverlaps();
+}
+
+}  // namespace rmsnorm::runtime

@@ -1,0 +1,33 @@
+// Argument checks at the API boundary: always on, complete before anything is written, and each
+// failure names the function and the argument.
+#ifndef RMSNORM_SRC_RUNTIME_CHECK_H_
+#define RMSNORM_SRC_RUNTIME_CHECK_H_
+
+#include <cstdint>
+
+#include "rmsnorm/rmsnorm.h"
+#include "runtime/problem.h"
+
+namespace rmsnorm::runtime {
+
+enum class NormKind { kRms, kL2, kLayer };
+
+// Checks the config (rows, cols, their product, dtype, eps, partial, weight_offset) and derives the
+// Problem: k and divisor follow the norm kind.
+Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind);
+
+// Checks the tensors of a forward or backward call with rows > 0: required pointers present, each
+// aligned to its element type, and no two buffers overlapping except an output that coincides exactly
+// with an input row tensor (in-place use).
+void CheckForward(const char* fn, const Problem& p, const ForwardArgs& a, NormKind kind, bool fused_add);
+void CheckBackward(const char* fn, const Problem& p, const BackwardArgs& a, NormKind kind);
+
+// k = max(1, ceil(partial * cols)), a product within f32 rounding of an integer taken as that integer.
+// Assumes cols >= 1 and partial in (0, 1].
+int64_t PartialSize(int64_t cols, float partial);
+
+size_t DtypeSize(rmsnorm_dtype dtype);
+
+}  // namespace rmsnorm::runtime
+
+#endif  // RMSNORM_SRC_RUNTIME_CHECK_H_

@@ -1,0 +1,60 @@
+// What a validated call asks for, in the form both backends (src/ref, src/cpu) take.
+#ifndef RMSNORM_SRC_RUNTIME_PROBLEM_H_
+#define RMSNORM_SRC_RUNTIME_PROBLEM_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "rmsnorm/rmsnorm.h"
+
+namespace rmsnorm {
+
+// The statistic of the RMSNorm family is sum_{i<k} x_i^2 / divisor: RMSNorm (k = divisor = cols),
+// pRMSNorm (k = divisor = ceil(p * cols)) and L2-Norm (k = cols, divisor = 1) share one kernel.
+// LayerNorm ignores k and divisor.
+struct Problem {
+  int64_t rows = 0;
+  int64_t cols = 0;
+  rmsnorm_dtype dtype = RMSNORM_F32;
+  float eps = 0.0f;
+  float weight_offset = 0.0f;
+  int64_t k = 0;
+  int64_t divisor = 1;
+};
+
+// Row tensors are in problem.dtype; the rest are f32. A null pointer is an absent optional.
+struct ForwardArgs {
+  const void* x = nullptr;         // (rows, cols)
+  const void* residual = nullptr;  // (rows, cols): fused add, RMSNorm family only
+  const float* weight = nullptr;   // (cols)
+  const float* bias = nullptr;     // (cols)
+  void* y = nullptr;               // (rows, cols)
+  void* residual_out = nullptr;    // (rows, cols): x + residual, when residual is given
+  float* mean = nullptr;           // (rows): LayerNorm only
+  float* rstd = nullptr;           // (rows)
+};
+
+struct BackwardArgs {
+  const void* dy = nullptr;       // (rows, cols)
+  const void* x = nullptr;        // (rows, cols)
+  const float* weight = nullptr;  // (cols)
+  const float* mean = nullptr;    // (rows): LayerNorm only; null with rstd means recompute
+  const float* rstd = nullptr;    // (rows): null means recompute
+  void* dx = nullptr;             // (rows, cols)
+  float* dweight = nullptr;       // (cols)
+  float* dbias = nullptr;         // (cols)
+};
+
+// The statistics' shared rule: a row whose ms + eps (or var + eps) is 0 normalizes to 0 and reports
+// rstd 0, rather than dividing by zero.
+inline double InverseRootOrZero(double ms_plus_eps) {
+  return ms_plus_eps == 0.0 ? 0.0 : 1.0 / std::sqrt(ms_plus_eps);
+}
+
+// A saved rstd is used when it is a positive normal f32; 0 (a zero row), infinity or a subnormal (rows
+// beyond f32's squared range) make the backward recompute the statistics from x, in double.
+inline bool SavedRstdUsable(float rstd) { return std::isnormal(rstd) && rstd > 0.0f; }
+
+}  // namespace rmsnorm
+
+#endif  // RMSNORM_SRC_RUNTIME_PROBLEM_H_
