@@ -136,6 +136,9 @@ class Span {
   Span(std::vector<U>& v) : data_(v.data()), size_(static_cast<int64_t>(v.size())) {}  // NOLINT
   template <class U, class = std::enable_if_t<std::is_convertible<const U*, T*>::value>>
   Span(const std::vector<U>& v) : data_(v.data()), size_(static_cast<int64_t>(v.size())) {}  // NOLINT
+  // A view of a temporary would dangle once the statement ends: refuse it at compile time.
+  template <class U>
+  Span(std::vector<U>&& v) = delete;  // NOLINT
   T* data() const { return data_; }
   int64_t size() const { return size_; }
   bool empty() const { return data_ == nullptr; }
@@ -227,11 +230,21 @@ T* sized(Span<T> s, int64_t n, const char* name) {
 }  // namespace detail
 
 // ---- Norms --------------------------------------------------------------------------------------
-// T is float, bf16 or f16. Outputs may alias inputs exactly as rmsnorm.h allows.
+// T is float, bf16 or f16, deduced from the output; inputs are read-only views of the same type.
+// Outputs may alias inputs exactly as rmsnorm.h allows.
+
+namespace detail {
+template <class T>
+struct type_identity {
+  using type = T;
+};
+}  // namespace detail
+template <class T>
+using In = Matrix<const typename detail::type_identity<T>::type>;  // not deduced: T comes from the output
 
 // RMSNorm / pRMSNorm. rstd: (rows), optional.
 template <class T>
-void rms_norm(Matrix<const T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> rstd = {}) {
+void rms_norm(In<T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> rstd = {}) {
   detail::same_shape(x, y, "y");
   const rmsnorm_config c = detail::config_for(x, args);
   detail::check(rmsnorm_forward(&c, x.data(), detail::sized(args.weight, x.cols(), "weight"),
@@ -241,7 +254,7 @@ void rms_norm(Matrix<const T> x, Matrix<T> y, const NormArgs& args = {}, Span<fl
 
 // h = x + residual (stored to residual_out), y = RMSNorm(h).
 template <class T>
-void add_rms_norm(Matrix<const T> x, Matrix<const T> residual, Matrix<T> y, Matrix<T> residual_out,
+void add_rms_norm(In<T> x, In<T> residual, Matrix<T> y, Matrix<T> residual_out,
                   const NormArgs& args = {}, Span<float> rstd = {}) {
   detail::same_shape(x, residual, "residual");
   detail::same_shape(x, y, "y");
@@ -254,7 +267,7 @@ void add_rms_norm(Matrix<const T> x, Matrix<const T> residual, Matrix<T> y, Matr
 
 // rstd absent: recomputed from x.
 template <class T>
-void rms_norm_backward(Matrix<const T> dy, Matrix<const T> x, Matrix<T> dx, const NormArgs& args = {},
+void rms_norm_backward(In<T> dy, In<T> x, Matrix<T> dx, const NormArgs& args = {},
                        Span<const float> rstd = {}, ParamGrads grads = {}) {
   detail::same_shape(x, dy, "dy");
   detail::same_shape(x, dx, "dx");
@@ -267,7 +280,7 @@ void rms_norm_backward(Matrix<const T> dy, Matrix<const T> x, Matrix<T> dx, cons
 
 // L2-Norm: y = x / sqrt(sum(x^2) + eps) * g (+ b). rstd is 1/sqrt(sum(x^2) + eps).
 template <class T>
-void l2_norm(Matrix<const T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> rstd = {}) {
+void l2_norm(In<T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> rstd = {}) {
   detail::same_shape(x, y, "y");
   const rmsnorm_config c = detail::config_for(x, args);
   detail::check(rmsnorm_l2norm_forward(&c, x.data(), detail::sized(args.weight, x.cols(), "weight"),
@@ -276,7 +289,7 @@ void l2_norm(Matrix<const T> x, Matrix<T> y, const NormArgs& args = {}, Span<flo
 }
 
 template <class T>
-void l2_norm_backward(Matrix<const T> dy, Matrix<const T> x, Matrix<T> dx, const NormArgs& args = {},
+void l2_norm_backward(In<T> dy, In<T> x, Matrix<T> dx, const NormArgs& args = {},
                       Span<const float> rstd = {}, ParamGrads grads = {}) {
   detail::same_shape(x, dy, "dy");
   detail::same_shape(x, dx, "dx");
@@ -289,7 +302,7 @@ void l2_norm_backward(Matrix<const T> dy, Matrix<const T> x, Matrix<T> dx, const
 
 // LayerNorm. mean, rstd: (rows), optional.
 template <class T>
-void layer_norm(Matrix<const T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> mean = {},
+void layer_norm(In<T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> mean = {},
                 Span<float> rstd = {}) {
   detail::same_shape(x, y, "y");
   const rmsnorm_config c = detail::config_for(x, args);
@@ -301,7 +314,7 @@ void layer_norm(Matrix<const T> x, Matrix<T> y, const NormArgs& args = {}, Span<
 
 // mean and rstd both given or both absent (recomputed from x).
 template <class T>
-void layer_norm_backward(Matrix<const T> dy, Matrix<const T> x, Matrix<T> dx, const NormArgs& args = {},
+void layer_norm_backward(In<T> dy, In<T> x, Matrix<T> dx, const NormArgs& args = {},
                          Span<const float> mean = {}, Span<const float> rstd = {}, ParamGrads grads = {}) {
   detail::same_shape(x, dy, "dy");
   detail::same_shape(x, dx, "dx");

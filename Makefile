@@ -1,0 +1,72 @@
+# The two commands (see README.md):
+#   make demo   the main job: the paper's experiments on real data, with a paper-style table
+#   make test   every test: C++ suite, the same suite under ASan+UBSan, install check, Python suite
+# Each installs what it needs itself: Debian packages with apt-get, Python packages with pip into .venv.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+BUILD ?= build
+ASAN_BUILD ?= build-asan
+VENV ?= .venv
+PYTHON ?= python3
+JOBS ?= $(shell nproc)
+SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
+
+# Build: compiler, CMake, Highway (SIMD), GoogleTest, Google Benchmark, OpenBLAS and zlib (reproduction).
+# Data: the King James Bible and Fashion-MNIST. Python: venv and headers for the bindings.
+APT_PACKAGES := g++ make cmake pkg-config libhwy-dev libgtest-dev libbenchmark-dev libopenblas-dev zlib1g-dev \
+                gnuplot-nox bible-kjv dataset-fashion-mnist python3-venv python3-dev
+
+.PHONY: help deps build test test-cpp test-asan test-python demo repro bench clean
+
+help:
+	@echo "make demo    run the paper reproduction (short) and print the table"
+	@echo "make test    build and run every test (C++, sanitizers, install, Python)"
+	@echo "make bench   run rmsnorm-bench (kernel speed against this machine's memory bandwidth)"
+	@echo "make repro   the longer reproduction: several seeds, mean and spread"
+
+# Installs only the Debian packages that are missing.
+deps:
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s "$$p" > /dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "== apt-get install$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing > /dev/null; \
+	fi
+
+build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: test-cpp test-asan test-python
+	@echo "== all tests passed"
+
+test-cpp: build
+	@echo "== C++ tests (Release)"
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# The whole C++ suite again with AddressSanitizer and UndefinedBehaviorSanitizer. The install test is
+# left out: it links fresh programs against the instrumented library without the sanitizer runtime.
+test-asan: deps
+	@echo "== C++ tests under ASan + UBSan"
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRMSNORM_SANITIZE=ON -DRMSNORM_BUILD_BENCH=OFF > /dev/null
+	cmake --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -E install_test
+
+test-python: deps
+	@echo "== Python tests"
+	@echo "(the Python package lands with its issue)"
+
+demo: build
+	@echo "(the reproduction lands with its issue)"
+
+repro: build
+	@echo "(the reproduction lands with its issue)"
+
+bench: build
+	$(BUILD)/bench/rmsnorm-bench
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD)

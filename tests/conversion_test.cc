@@ -1,0 +1,223 @@
+// The storage conversions, on every SIMD target: the kernels' vector code against the scalar
+// rmsnorm::bf16 / rmsnorm::f16, and those against an independent oracle that picks the nearest
+// representable value by comparing distances (ties to even, overflow to infinity).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "conversion_test.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Then the per-target headers.
+#include "hwy/highway.h"
+#include "cpu/simd-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+
+template <class T>
+void StoreAs(const float* in, uint16_t* out, size_t n) {
+  const DF d;
+  ForEachVector(d, n, [&](size_t i, size_t count) {
+    Store(d, Load(d, in + i, count), reinterpret_cast<T*>(out) + i, count);
+  });
+}
+
+template <class T>
+void LoadFrom(const uint16_t* in, float* out, size_t n) {
+  const DF d;
+  ForEachVector(d, n, [&](size_t i, size_t count) {
+    Store(d, Load(d, reinterpret_cast<const T*>(in) + i, count), out + i, count);
+  });
+}
+
+void StoreBf16(const float* in, uint16_t* out, size_t n) { StoreAs<hwy::bfloat16_t>(in, out, n); }
+void StoreF16(const float* in, uint16_t* out, size_t n) { StoreAs<hwy::float16_t>(in, out, n); }
+void LoadBf16(const uint16_t* in, float* out, size_t n) { LoadFrom<hwy::bfloat16_t>(in, out, n); }
+void LoadF16(const uint16_t* in, float* out, size_t n) { LoadFrom<hwy::float16_t>(in, out, n); }
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "rmsnorm/rmsnorm.hpp"
+#include "test_util.h"
+
+namespace rmsnorm::cpu {
+HWY_EXPORT(StoreBf16);
+HWY_EXPORT(StoreF16);
+HWY_EXPORT(LoadBf16);
+HWY_EXPORT(LoadF16);
+}  // namespace rmsnorm::cpu
+
+namespace rmsnorm::test {
+namespace {
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float FromBits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Decodes a 16-bit pattern from its definition.
+double DecodeF16(uint16_t h) {
+  const int exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (exponent == 31) return mantissa ? NAN : sign * INFINITY;
+  if (exponent == 0) return sign * std::ldexp(mantissa, -24);
+  return sign * std::ldexp(1024 + mantissa, exponent - 25);
+}
+
+// Nearest of a sorted table of non-negative representable values; ties to the even encoding; at or
+// beyond the midpoint to the next power of two above the largest finite value, infinity.
+uint16_t Nearest(double magnitude, const std::vector<double>& values, double overflow_at, uint16_t inf_bits) {
+  if (magnitude >= overflow_at) return inf_bits;
+  const size_t hi = size_t(std::lower_bound(values.begin(), values.end(), magnitude) - values.begin());
+  if (hi == values.size()) return uint16_t(hi - 1);  // above the largest finite, below the overflow point
+  if (values[hi] == magnitude) return uint16_t(hi);
+  const size_t lo = hi - 1;
+  const double below = magnitude - values[lo], above = values[hi] - magnitude;
+  if (below < above) return uint16_t(lo);
+  if (above < below) return uint16_t(hi);
+  return uint16_t((lo & 1) ? hi : lo);
+}
+
+struct Oracle {
+  std::vector<double> values;  // index = encoding of the non-negative finite values
+  double overflow_at;
+  uint16_t inf_bits;
+  uint16_t Round(float f) const {
+    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    return uint16_t(sign | Nearest(std::fabs(double(f)), values, overflow_at, inf_bits));
+  }
+};
+
+Oracle F16Oracle() {
+  Oracle o;
+  for (uint32_t h = 0; h < 0x7C00; ++h) o.values.push_back(DecodeF16(uint16_t(h)));
+  o.overflow_at = (65504.0 + 65536.0) / 2;
+  o.inf_bits = 0x7C00;
+  return o;
+}
+
+Oracle Bf16Oracle() {
+  Oracle o;
+  for (uint32_t h = 0; h < 0x7F80; ++h) o.values.push_back(double(FromBits(h << 16)));
+  const double largest = o.values.back();
+  o.overflow_at = (largest + std::ldexp(1.0, 128)) / 2;
+  o.inf_bits = 0x7F80;
+  return o;
+}
+
+// f32 inputs that stress rounding: every value of the 16-bit type, the midpoints between neighbours
+// and one f32 ulp either side of them, specials, and random bit patterns.
+std::vector<float> Samples(bool bf16) {
+  std::vector<float> s;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float v = bf16 ? FromBits(h << 16) : float(DecodeF16(uint16_t(h)));
+    s.push_back(v);
+    if (!std::isfinite(v)) continue;
+    const uint32_t next_bits = bf16 ? ((h + 1) << 16) : 0;
+    const float next = bf16 ? FromBits(next_bits) : float(DecodeF16(uint16_t(h + 1)));
+    if (!std::isfinite(next) || (h & 0x7FFF) == 0x7FFF) continue;
+    const float mid = float((double(v) + double(next)) / 2);  // exact: one more bit than the type
+    s.push_back(mid);
+    s.push_back(std::nextafter(mid, 0.0f));
+    s.push_back(std::nextafter(mid, INFINITY));
+    s.push_back(std::nextafter(mid, -INFINITY));
+  }
+  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 3.4e38f, -3.4e38f, 1e-45f, 65519.99f, 65520.0f, 1e-8f})
+    s.push_back(v);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 300000; ++i) s.push_back(FromBits(rng()));
+  return s;
+}
+
+bool IsNan16(uint16_t h, bool bf16) { return bf16 ? (h & 0x7FFF) > 0x7F80 : (h & 0x7FFF) > 0x7C00; }
+uint16_t QuietBit(bool bf16) { return bf16 ? 0x0040 : 0x0200; }
+
+void CheckStore(bool bf16) {
+  const Oracle oracle = bf16 ? Bf16Oracle() : F16Oracle();
+  const std::vector<float> in = Samples(bf16);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (std::isnan(in[i])) continue;
+    const uint16_t scalar = bf16 ? bf16::from_float(in[i]) : f16::from_float(in[i]);
+    ASSERT_EQ(oracle.Round(in[i]), scalar) << "scalar " << (bf16 ? "bf16" : "f16") << " of " << in[i];
+  }
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    std::vector<uint16_t> simd(in.size());
+    (bf16 ? HWY_DYNAMIC_DISPATCH(cpu::StoreBf16) : HWY_DYNAMIC_DISPATCH(cpu::StoreF16))(in.data(), simd.data(), in.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      const uint16_t scalar = bf16 ? bf16::from_float(in[i]) : f16::from_float(in[i]);
+      if (std::isnan(in[i])) {
+        ASSERT_TRUE(IsNan16(simd[i], bf16) && (simd[i] & QuietBit(bf16))) << TargetName(target) << " NaN " << Bits(in[i]);
+        ASSERT_TRUE(IsNan16(scalar, bf16) && (scalar & QuietBit(bf16)));
+        continue;
+      }
+      ASSERT_EQ(scalar, simd[i]) << TargetName(target) << " of " << in[i] << " (bits " << Bits(in[i]) << ")";
+    }
+  }
+}
+
+void CheckLoad(bool bf16) {
+  std::vector<uint16_t> in(0x10000);
+  for (uint32_t h = 0; h < 0x10000; ++h) in[h] = uint16_t(h);
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float scalar = bf16 ? float(bf16::from_bits(uint16_t(h))) : f16::to_float(uint16_t(h));
+    const double exact = bf16 ? double(FromBits(h << 16)) : DecodeF16(uint16_t(h));
+    if (std::isnan(exact)) {
+      ASSERT_TRUE(std::isnan(scalar));
+    } else {
+      ASSERT_EQ(exact, double(scalar)) << "scalar decode of " << h;
+      ASSERT_EQ(std::signbit(exact), std::signbit(scalar));
+    }
+  }
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    std::vector<float> simd(in.size());
+    (bf16 ? HWY_DYNAMIC_DISPATCH(cpu::LoadBf16) : HWY_DYNAMIC_DISPATCH(cpu::LoadF16))(in.data(), simd.data(), in.size());
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+      const float scalar = bf16 ? float(bf16::from_bits(uint16_t(h))) : f16::to_float(uint16_t(h));
+      if (std::isnan(scalar)) {
+        ASSERT_TRUE(std::isnan(simd[h])) << TargetName(target) << " " << h;
+      } else {
+        ASSERT_EQ(Bits(scalar), Bits(simd[h])) << TargetName(target) << " decode of " << h;
+      }
+    }
+  }
+}
+
+TEST(Conversion, Bf16StoreRoundsToNearestEven) { CheckStore(true); }
+TEST(Conversion, F16StoreRoundsToNearestEven) { CheckStore(false); }
+TEST(Conversion, Bf16LoadIsExact) { CheckLoad(true); }
+TEST(Conversion, F16LoadIsExact) { CheckLoad(false); }
+
+// The partial-vector path: every count below the vector width, at every offset, reads and writes
+// exactly count elements.
+TEST(Conversion, PartialVectorsTouchOnlyTheirElements) {
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    for (size_t n = 0; n <= 40; ++n) {
+      std::vector<float> in(n + 2, 1.5f);
+      std::vector<uint16_t> out(n + 2, 0xABCD);
+      HWY_DYNAMIC_DISPATCH(cpu::StoreBf16)(in.data() + 1, out.data() + 1, n);
+      EXPECT_EQ(0xABCD, out[0]) << TargetName(target);
+      EXPECT_EQ(0xABCD, out[n + 1]) << TargetName(target) << " n=" << n;
+      for (size_t i = 1; i <= n; ++i) EXPECT_EQ(bf16::from_float(1.5f), out[i]);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rmsnorm::test
+#endif  // HWY_ONCE

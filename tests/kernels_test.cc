@@ -1,0 +1,148 @@
+// Every kernel against the reference: each op, dtype, gain/bias/offset variant and partial p, over
+// sizes below, at and above the vector width, unroll and reduction chunk, on every SIMD target this
+// machine runs.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "test_util.h"
+
+namespace rmsnorm::test {
+namespace {
+
+// Below, at and above 1, 4 and 16 vectors of every target (up to 16 lanes), odd sizes, and past the
+// 16384-column reduction chunk.
+const int64_t kCols[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 257, 1000, 4097};
+const int64_t kLongCols[] = {8193, 16385, 40000};
+const rmsnorm_dtype kDtypes[] = {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16};
+const float kPartials[] = {1.0f, 0.5f, 0.125f, 0.0625f};
+
+struct Affine {
+  bool weight, bias;
+  float offset;
+};
+const Affine kAffines[] = {{false, false, 0.0f}, {true, false, 0.0f}, {true, true, 0.0f}, {true, true, 1.0f}, {false, true, 0.0f}};
+
+// The cases of one op: every dtype x affine variant x partial x column count.
+std::vector<Case> CasesFor(Op op, bool long_rows) {
+  std::vector<Case> cases;
+  uint32_t seed = 1;
+  const bool has_partial = op == Op::kRms || op == Op::kAddRms;
+  for (rmsnorm_dtype dtype : kDtypes) {
+    for (const Affine& affine : kAffines) {
+      for (float partial : kPartials) {
+        if (!has_partial && partial != 1.0f) continue;
+        auto add = [&](int64_t rows, int64_t cols) {
+          Case c;
+          c.op = op;
+          c.dtype = dtype;
+          c.rows = rows;
+          c.cols = cols;
+          c.partial = partial;
+          c.weight = affine.weight;
+          c.bias = affine.bias;
+          c.weight_offset = affine.offset;
+          c.seed = seed++;
+          cases.push_back(c);
+        };
+        if (long_rows) {
+          // Long rows cost time: the full affine variant and RMSNorm's p = 1 and 1/16 only.
+          if (!(affine.weight && affine.bias) || (partial != 1.0f && partial != 0.0625f)) continue;
+          for (int64_t cols : kLongCols) add(2, cols);
+        } else {
+          for (int64_t cols : kCols) add(3, cols);
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+void ExpectMatchesReference(const Case& c) {
+  SCOPED_TRACE(c.Name());
+  const Inputs in = MakeInputs(c);
+  const Outputs ref = RunForward(c, in, RMSNORM_BACKEND_REFERENCE);
+  const Outputs got = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+  const Tolerances ft = ForwardTolerances(c, in, ref);
+  EXPECT_EQ("", Compare("y", Values(got.y), Values(ref.y), ft.y));
+  EXPECT_EQ("", Compare("rstd", Values(got.rstd), Values(ref.rstd), ft.rstd));
+  if (c.op == Op::kLayer) EXPECT_EQ("", Compare("mean", Values(got.mean), Values(ref.mean), ft.mean));
+  if (c.op == Op::kAddRms) {
+    // x + residual is rounded once to the dtype by both: identical.
+    EXPECT_TRUE(got.residual_out.BitwiseEqual(ref.residual_out));
+  }
+
+  // Backward with the saved statistics, and recomputing them.
+  const Tolerances bt = BackwardTolerances(c, in, ref);
+  for (const Outputs* saved : {&ref, static_cast<const Outputs*>(nullptr)}) {
+    if (saved == nullptr && c.op == Op::kAddRms) continue;  // needs residual_out from the forward
+    SCOPED_TRACE(saved ? "saved statistics" : "recomputed statistics");
+    const Outputs ref_grad = RunBackward(c, in, saved, RMSNORM_BACKEND_REFERENCE);
+    const Outputs got_grad = RunBackward(c, in, saved, RMSNORM_BACKEND_AUTO);
+    EXPECT_EQ("", Compare("dx", Values(got_grad.dx), Values(ref_grad.dx), bt.dx));
+    EXPECT_EQ("", Compare("dweight", Values(got_grad.dweight), Values(ref_grad.dweight), bt.dweight));
+    EXPECT_EQ("", Compare("dbias", Values(got_grad.dbias), Values(ref_grad.dbias), bt.dbias));
+  }
+}
+
+struct SweepParam {
+  int64_t target;
+  Op op;
+  bool long_rows;
+};
+
+class KernelSweep : public ::testing::TestWithParam<SweepParam> {};
+
+TEST_P(KernelSweep, MatchesReference) {
+  const SweepParam& param = GetParam();
+  ScopedTarget target(param.target);
+  ASSERT_EQ(TargetName(param.target), rmsnorm_cpu_target()) << "dispatch did not follow the target restriction";
+  for (const Case& c : CasesFor(param.op, param.long_rows)) {
+    ExpectMatchesReference(c);
+    if (HasFailure()) return;  // one case's report is enough to start from
+  }
+}
+
+std::vector<SweepParam> SweepParams() {
+  std::vector<SweepParam> params;
+  for (int64_t target : AvailableTargets()) {
+    for (Op op : {Op::kRms, Op::kL2, Op::kLayer, Op::kAddRms}) {
+      params.push_back({target, op, false});
+      params.push_back({target, op, true});
+    }
+  }
+  return params;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTarget, KernelSweep, ::testing::ValuesIn(SweepParams()),
+                         [](const ::testing::TestParamInfo<SweepParam>& info) {
+                           return TargetName(info.param.target) + "_" + OpName(info.param.op) +
+                                  (info.param.long_rows ? "_long" : "_short");
+                         });
+
+// More rows than one block, so the parameter gradients sum several block partials.
+TEST(Kernels, ManyRowsAcrossBlocks) {
+  for (rmsnorm_dtype dtype : kDtypes) {
+    for (Op op : {Op::kRms, Op::kLayer}) {
+      Case c;
+      c.op = op;
+      c.dtype = dtype;
+      c.rows = 1100;
+      c.cols = 48;
+      c.bias = true;
+      ExpectMatchesReference(c);
+    }
+  }
+}
+
+TEST(Kernels, RowCounts) {
+  for (int64_t rows : {1, 2, 5, 33, 257}) {
+    Case c;
+    c.rows = rows;
+    c.cols = 96;
+    ExpectMatchesReference(c);
+  }
+}
+
+}  // namespace
+}  // namespace rmsnorm::test

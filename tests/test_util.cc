@@ -1,0 +1,328 @@
+#include "test_util.h"
+
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "hwy/targets.h"
+
+namespace rmsnorm::test {
+
+// ---- Row tensors --------------------------------------------------------------------------------
+
+RowTensor::RowTensor(rmsnorm_dtype dtype, int64_t rows, int64_t cols)
+    : dtype_(dtype), rows_(rows), cols_(cols), bytes_(size_t(rows * cols) * (dtype == RMSNORM_F32 ? 4 : 2)) {}
+
+double RowTensor::get(int64_t i) const {
+  if (dtype_ == RMSNORM_F32) {
+    float v;
+    std::memcpy(&v, bytes_.data() + 4 * i, 4);
+    return v;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, bytes_.data() + 2 * i, 2);
+  return dtype_ == RMSNORM_BF16 ? float(bf16::from_bits(bits)) : f16::to_float(bits);
+}
+
+void RowTensor::set(int64_t i, double v) {
+  const float f = static_cast<float>(v);
+  if (dtype_ == RMSNORM_F32) {
+    std::memcpy(bytes_.data() + 4 * i, &f, 4);
+    return;
+  }
+  const uint16_t bits = dtype_ == RMSNORM_BF16 ? bf16::from_float(f) : f16::from_float(f);
+  std::memcpy(bytes_.data() + 2 * i, &bits, 2);
+}
+
+const char* DtypeName(rmsnorm_dtype dtype) {
+  switch (dtype) {
+    case RMSNORM_F32: return "f32";
+    case RMSNORM_BF16: return "bf16";
+    case RMSNORM_F16: return "f16";
+  }
+  return "?";
+}
+
+double Ulp(rmsnorm_dtype dtype, double v) {
+  const int mantissa_bits = dtype == RMSNORM_F32 ? 23 : (dtype == RMSNORM_BF16 ? 7 : 10);
+  const int min_exponent = dtype == RMSNORM_F32 ? -126 : (dtype == RMSNORM_BF16 ? -126 : -14);
+  const double magnitude = std::fabs(v);
+  int exponent = magnitude > 0 && std::isfinite(magnitude) ? std::ilogb(magnitude) : min_exponent;
+  if (exponent < min_exponent) exponent = min_exponent;
+  return std::ldexp(1.0, exponent - mantissa_bits);
+}
+
+// ---- Cases --------------------------------------------------------------------------------------
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kRms: return "rmsnorm";
+    case Op::kL2: return "l2norm";
+    case Op::kLayer: return "layernorm";
+    case Op::kAddRms: return "add_rmsnorm";
+  }
+  return "?";
+}
+
+std::string Case::Name() const {
+  std::ostringstream s;
+  s << OpName(op) << " " << DtypeName(dtype) << " " << rows << "x" << cols << " p=" << partial << " eps=" << eps
+    << " offset=" << weight_offset << (weight ? " +w" : "") << (bias ? " +b" : "") << " seed=" << seed;
+  return s.str();
+}
+
+rmsnorm_config Case::Config() const {
+  rmsnorm_config c = rmsnorm_config_init(rows, cols);
+  c.dtype = dtype;
+  c.eps = eps;
+  c.partial = partial;
+  c.weight_offset = weight_offset;
+  return c;
+}
+
+Inputs MakeInputs(const Case& c) {
+  std::mt19937 rng(c.seed);
+  std::normal_distribution<double> row_value(0.7, 1.5), unit(0.0, 1.0);
+  Inputs in;
+  in.x = RowTensor(c.dtype, c.rows, c.cols);
+  in.residual = RowTensor(c.dtype, c.rows, c.cols);
+  in.dy = RowTensor(c.dtype, c.rows, c.cols);
+  for (int64_t i = 0; i < c.rows * c.cols; ++i) {
+    in.x.set(i, row_value(rng));
+    in.residual.set(i, unit(rng));
+    in.dy.set(i, unit(rng));
+  }
+  // With an offset the stored weight is a correction around 0 (Gemma); without, a gain around 1.
+  const double weight_center = c.weight_offset != 0.0f ? 0.0 : 1.0;
+  for (int64_t i = 0; c.weight && i < c.cols; ++i) in.weight.push_back(float(weight_center + 0.3 * unit(rng)));
+  for (int64_t i = 0; c.bias && i < c.cols; ++i) in.bias.push_back(float(0.5 * unit(rng)));
+  return in;
+}
+
+namespace {
+
+const float* OrNull(const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+float* OrNull(std::vector<float>& v) { return v.empty() ? nullptr : v.data(); }
+
+void Expect(rmsnorm_status status, const char* what) {
+  if (status != RMSNORM_OK) throw std::runtime_error(std::string(what) + " failed: " + rmsnorm_last_error());
+}
+
+class ScopedBackend {
+ public:
+  explicit ScopedBackend(rmsnorm_backend b) : saved_(rmsnorm_get_backend()) { rmsnorm_set_backend(b); }
+  ~ScopedBackend() { rmsnorm_set_backend(saved_); }
+
+ private:
+  rmsnorm_backend saved_;
+};
+
+}  // namespace
+
+Outputs RunForward(const Case& c, const Inputs& in, rmsnorm_backend backend) {
+  ScopedBackend scoped(backend);
+  const rmsnorm_config config = c.Config();
+  Outputs out;
+  out.y = RowTensor(c.dtype, c.rows, c.cols);
+  out.rstd.assign(size_t(c.rows), -1.0f);
+  const float* w = OrNull(in.weight);
+  const float* b = OrNull(in.bias);
+  switch (c.op) {
+    case Op::kRms:
+      Expect(rmsnorm_forward(&config, in.x.data(), w, b, out.y.data(), out.rstd.data()), "rmsnorm_forward");
+      break;
+    case Op::kL2:
+      Expect(rmsnorm_l2norm_forward(&config, in.x.data(), w, b, out.y.data(), out.rstd.data()), "l2norm_forward");
+      break;
+    case Op::kLayer:
+      out.mean.assign(size_t(c.rows), -1.0f);
+      Expect(rmsnorm_layernorm_forward(&config, in.x.data(), w, b, out.y.data(), out.mean.data(), out.rstd.data()),
+             "layernorm_forward");
+      break;
+    case Op::kAddRms:
+      out.residual_out = RowTensor(c.dtype, c.rows, c.cols);
+      Expect(rmsnorm_add_forward(&config, in.x.data(), in.residual.data(), w, b, out.y.data(),
+                                 out.residual_out.data(), out.rstd.data()),
+             "add_forward");
+      break;
+  }
+  return out;
+}
+
+Outputs RunBackward(const Case& c, const Inputs& in, const Outputs* saved, rmsnorm_backend backend) {
+  ScopedBackend scoped(backend);
+  const rmsnorm_config config = c.Config();
+  Outputs out;
+  out.dx = RowTensor(c.dtype, c.rows, c.cols);
+  out.dweight.assign(size_t(c.cols), -1.0f);
+  out.dbias.assign(size_t(c.cols), -1.0f);
+  const float* w = OrNull(in.weight);
+  const float* rstd = saved ? saved->rstd.data() : nullptr;
+  // The fused add's backward is the norm's backward at h = residual_out.
+  const void* x = c.op == Op::kAddRms ? saved->residual_out.data() : in.x.data();
+  switch (c.op) {
+    case Op::kRms:
+    case Op::kAddRms:
+      Expect(rmsnorm_backward(&config, in.dy.data(), x, w, rstd, out.dx.data(), out.dweight.data(), out.dbias.data()),
+             "rmsnorm_backward");
+      break;
+    case Op::kL2:
+      Expect(rmsnorm_l2norm_backward(&config, in.dy.data(), x, w, rstd, out.dx.data(), out.dweight.data(),
+                                     out.dbias.data()),
+             "l2norm_backward");
+      break;
+    case Op::kLayer:
+      Expect(rmsnorm_layernorm_backward(&config, in.dy.data(), x, w, saved ? saved->mean.data() : nullptr, rstd,
+                                        out.dx.data(), out.dweight.data(), out.dbias.data()),
+             "layernorm_backward");
+      break;
+  }
+  return out;
+}
+
+// ---- Comparison ---------------------------------------------------------------------------------
+
+std::vector<double> Values(const RowTensor& t) {
+  std::vector<double> v(size_t(t.size()));
+  for (int64_t i = 0; i < t.size(); ++i) v[size_t(i)] = t.get(i);
+  return v;
+}
+
+std::vector<double> Values(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+std::string Compare(const char* what, const std::vector<double>& got, const std::vector<double>& want,
+                    const std::vector<double>& tolerance) {
+  if (got.size() != want.size() || want.size() != tolerance.size())
+    return std::string(what) + ": sizes differ";
+  size_t worst = 0, failures = 0;
+  double worst_ratio = 0.0, max_difference = 0.0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const bool both_nan = std::isnan(got[i]) && std::isnan(want[i]);
+    const double difference = both_nan ? 0.0 : std::fabs(got[i] - want[i]);
+    const double ratio = (got[i] == want[i] || both_nan) ? 0.0 : difference / tolerance[i];
+    if (!(ratio <= 1.0)) ++failures;
+    if (!(ratio <= worst_ratio)) {
+      worst_ratio = ratio;
+      worst = i;
+    }
+    if (!(difference <= max_difference)) max_difference = difference;
+  }
+  if (failures == 0) return "";
+  char text[512];
+  std::snprintf(text, sizeof text,
+                "%s: %zu of %zu elements beyond tolerance; worst [%zu] got %.9g want %.9g (diff %.3g, tolerance %.3g); "
+                "max diff %.3g",
+                what, failures, got.size(), worst, got[worst], want[worst], std::fabs(got[worst] - want[worst]),
+                tolerance[worst], max_difference);
+  return text;
+}
+
+namespace {
+
+constexpr double kUnit = FLT_EPSILON / 2;  // f32 unit roundoff
+
+// How many units of roundoff a reduction over n f32 terms (in lanes, then chunks folded in double)
+// may contribute, with room for the few roundings around it.
+double Growth(int64_t n) { return 16.0 + 2.0 * std::sqrt(double(n)); }
+
+double GainMagnitude(const Case& c, const Inputs& in, int64_t i) {
+  return c.weight ? std::fabs(c.weight_offset) + std::fabs(in.weight[size_t(i)]) : 1.0;
+}
+
+double Gain(const Case& c, const Inputs& in, int64_t i) {
+  return c.weight ? double(c.weight_offset) + in.weight[size_t(i)] : 1.0;
+}
+
+// The value the norm normalizes: x, or the stored x + residual.
+const RowTensor& Normalized(const Case& c, const Inputs& in, const Outputs& ref) {
+  return c.op == Op::kAddRms ? ref.residual_out : in.x;
+}
+
+int64_t StatisticLength(const Case& c) {
+  return c.op == Op::kRms || c.op == Op::kAddRms ? rmsnorm_partial_size(c.cols, c.partial) : c.cols;
+}
+
+}  // namespace
+
+Tolerances ForwardTolerances(const Case& c, const Inputs& in, const Outputs& ref) {
+  Tolerances t;
+  const RowTensor& a = Normalized(c, in, ref);
+  const double growth = Growth(StatisticLength(c));
+  for (int64_t row = 0; row < c.rows; ++row) {
+    const double rstd = ref.rstd[size_t(row)];
+    double mean = 0.0, mean_abs = 0.0, mean_square = 0.0;
+    for (int64_t i = 0; i < c.cols; ++i) {
+      const double v = a.get(row * c.cols + i);
+      mean += v / double(c.cols);
+      mean_abs += std::fabs(v) / double(c.cols);
+      mean_square += v * v / double(c.cols);
+    }
+    const bool layer = c.op == Op::kLayer;
+    const double variance = mean_square - mean * mean;
+    // LayerNorm's rstd is as exact as the variance, which loses what the mean's square cancels.
+    const double rstd_relative = growth * (layer ? 1.0 + mean_square / variance : 1.0);
+    t.rstd.push_back(kUnit * rstd_relative * rstd + Ulp(RMSNORM_F32, rstd));
+    if (layer) t.mean.push_back(kUnit * growth * mean_abs + Ulp(RMSNORM_F32, mean));
+    for (int64_t i = 0; i < c.cols; ++i) {
+      const int64_t at = row * c.cols + i;
+      const double v = std::fabs(a.get(at));
+      const double centered = layer ? v + std::fabs(mean) + mean_abs : v;
+      const double bias = c.bias ? std::fabs(in.bias[size_t(i)]) : 0.0;
+      const double magnitude = centered * rstd * GainMagnitude(c, in, i) + bias;
+      t.y.push_back(Ulp(c.dtype, ref.y.get(at)) + kUnit * (growth * (layer ? rstd_relative : 1.0) + 8) * magnitude);
+    }
+  }
+  return t;
+}
+
+Tolerances BackwardTolerances(const Case& c, const Inputs& in, const Outputs& ref_forward) {
+  Tolerances t;
+  const RowTensor& a = Normalized(c, in, ref_forward);
+  const bool layer = c.op == Op::kLayer;
+  const int64_t k = StatisticLength(c);
+  const double divisor = c.op == Op::kL2 ? 1.0 : double(layer ? c.cols : k);
+  const double growth = Growth(c.cols);
+  std::vector<double> dweight_magnitude(size_t(c.cols)), dbias_magnitude(size_t(c.cols));
+  for (int64_t row = 0; row < c.rows; ++row) {
+    const double rstd = ref_forward.rstd[size_t(row)];
+    const double mean = layer ? double(ref_forward.mean[size_t(row)]) : 0.0;
+    double sum_u_xhat = 0.0, sum_u = 0.0;
+    for (int64_t i = 0; i < c.cols; ++i) {
+      const int64_t at = row * c.cols + i;
+      const double u = std::fabs(in.dy.get(at) * Gain(c, in, i));
+      sum_u += u;
+      sum_u_xhat += u * (std::fabs(a.get(at)) + std::fabs(mean)) * rstd;
+    }
+    for (int64_t i = 0; i < c.cols; ++i) {
+      const int64_t at = row * c.cols + i;
+      const double dy = std::fabs(in.dy.get(at));
+      const double xhat = (std::fabs(a.get(at)) + std::fabs(mean)) * rstd;
+      const double correction = layer ? sum_u / c.cols + xhat * sum_u_xhat / c.cols
+                                      : (i < k ? xhat * sum_u_xhat / divisor : 0.0);
+      const double magnitude = rstd * (dy * GainMagnitude(c, in, i) + correction);
+      // The reference's dx is itself rounded to the dtype: compare within one unit of it.
+      t.dx.push_back(Ulp(c.dtype, magnitude) + kUnit * (growth + 8) * magnitude);
+      dweight_magnitude[size_t(i)] += dy * xhat;
+      dbias_magnitude[size_t(i)] += dy;
+    }
+  }
+  for (int64_t i = 0; i < c.cols; ++i) {
+    const double rows_growth = double(c.rows) + growth + 8;
+    t.dweight.push_back(kUnit * rows_growth * dweight_magnitude[size_t(i)] + FLT_MIN);
+    t.dbias.push_back(kUnit * rows_growth * dbias_magnitude[size_t(i)] + FLT_MIN);
+  }
+  return t;
+}
+
+// ---- SIMD targets -------------------------------------------------------------------------------
+
+std::vector<int64_t> AvailableTargets() { return hwy::SupportedAndGeneratedTargets(); }
+std::string TargetName(int64_t target) { return hwy::TargetName(target); }
+ScopedTarget::ScopedTarget(int64_t target) { hwy::SetSupportedTargetsForTest(target); }
+ScopedTarget::~ScopedTarget() { hwy::SetSupportedTargetsForTest(0); }
+
+}  // namespace rmsnorm::test
