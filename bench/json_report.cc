@@ -110,6 +110,7 @@ void WriteJson(std::ostream& out, const MachineInfo& m, const RunInfo& run, cons
       .Num("max_samples", run.policy.max_samples)
       .Num("group_budget_seconds", run.policy.budget_seconds)
       .Num("wall_seconds", run.wall_seconds)
+      .Num("load_average_1min_end", run.load_average_end >= 0 ? run.load_average_end : NAN)
       .String("byte_model",
               "bytes = tensors * rows * cols * sizeof(dtype); tensors: fwd 2 (x, y), add_rmsnorm fwd 4 "
               "(x, residual, y, residual_out), bwd 3 (dy, x, dx), fwd+bwd 5; weights, statistics and "

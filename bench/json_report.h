@@ -21,6 +21,7 @@ struct RunInfo {
   std::vector<int> threads;  // the thread counts the cases ran at
   SamplingPolicy policy;
   double wall_seconds = 0;
+  double load_average_end = -1;  // 1-minute load average when the last case finished
 };
 
 void WriteJson(std::ostream& out, const MachineInfo& machine, const RunInfo& run,

@@ -62,9 +62,19 @@ MachineInfo DetectMachine() {
   m.library_version = rmsnorm_version();
   m.header_version = std::to_string(RMSNORM_VERSION_MAJOR) + "." + std::to_string(RMSNORM_VERSION_MINOR) + "." +
                      std::to_string(RMSNORM_VERSION_PATCH);
-  std::istringstream load(ReadFirstLine("/proc/loadavg"));
-  if (!(load >> m.load_average_1min)) m.load_average_1min = -1;
+  m.load_average_1min = LoadAverage();
   return m;
+}
+
+double LoadAverage() {
+  std::istringstream in(ReadFirstLine("/proc/loadavg"));
+  double load = -1;
+  if (!(in >> load)) return -1;
+  return load;
+}
+
+bool MachineLooksBusy(const MachineInfo& machine, double load_average) {
+  return load_average >= 0.5 * machine.hardware_threads;
 }
 
 const char* Residency(const MachineInfo& m, int64_t bytes, int threads) {

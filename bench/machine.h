@@ -21,6 +21,13 @@ struct MachineInfo {
 
 MachineInfo DetectMachine();
 
+// /proc/loadavg's 1-minute figure; -1 when unknown.
+double LoadAverage();
+
+// A load average at or above half the hardware threads means other work shares the cores: timings
+// then include waits for the scheduler (multi-thread ones above all, since every thread must run).
+bool MachineLooksBusy(const MachineInfo& machine, double load_average);
+
 // The smallest cache level that holds `bytes` when `threads` cores share the work: "L1", "L2", "L3"
 // or "DRAM" (private levels count once per thread). Approximate: it ignores what else is cached.
 const char* Residency(const MachineInfo& machine, int64_t bytes, int threads);

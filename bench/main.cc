@@ -50,16 +50,20 @@ int Main(int argc, char** argv) {
       run.threads.push_back(c.threads);
 
   std::cerr << "rmsnorm-bench: " << cases.size() << " cases on " << MachineLine(machine) << "\n";
+  if (MachineLooksBusy(machine, machine.load_average_1min))
+    std::cerr << "rmsnorm-bench: warning: load average " << machine.load_average_1min << " on "
+              << machine.hardware_threads << " hardware threads; timings will be noisy\n";
   const double start = NowSeconds();
   const std::vector<CaseResult> results =
       RunCases(cases, machine, run.policy, [&](const CaseResult& r, size_t done, size_t total) {
         std::cerr << ProgressLine(r, done, total, NowSeconds() - start) << std::endl;
       });
   run.wall_seconds = NowSeconds() - start;
+  run.load_average_end = LoadAverage();
   const std::vector<TargetOutcome> targets = EvaluateTargets(results);
 
   PrintReport(std::cout, options.markdown ? ReportFormat::kMarkdown : ReportFormat::kText, machine, run.command,
-              results, targets);
+              run.load_average_end, results, targets);
   std::cout.flush();
 
   if (!options.json_path.empty()) {

@@ -134,11 +134,24 @@ void PrintCaseList(std::ostream& out, const std::vector<Case>& cases, const Mach
   }
 }
 
+std::string BusyWarning(const MachineInfo& machine, double load_average_end) {
+  const double start = machine.load_average_1min;
+  if (!MachineLooksBusy(machine, start) && !MachineLooksBusy(machine, load_average_end)) return "";
+  // At the end the run's own threads count in the load, so it is only reported alongside.
+  return "the machine was busy (1-minute load average " + FormatFixed(start, 2) + " at start, " +
+         FormatFixed(load_average_end, 2) + " at end, on " + std::to_string(machine.hardware_threads) +
+         " hardware threads): other work shared the cores, so these timings are noisy, multi-thread ones "
+         "most; re-run on a quiet machine before trusting them.";
+}
+
 void PrintReport(std::ostream& out, ReportFormat format, const MachineInfo& machine, const std::string& command,
-                 const std::vector<CaseResult>& results, const std::vector<TargetOutcome>& targets) {
+                 double load_average_end, const std::vector<CaseResult>& results,
+                 const std::vector<TargetOutcome>& targets) {
   const bool md = format == ReportFormat::kMarkdown;
   out << (md ? "Machine: " : "machine: ") << MachineLine(machine) << (md ? "  \n" : "\n");
   out << (md ? "Command: `" : "command: ") << command << (md ? "`\n" : "\n");
+  const std::string warning = BusyWarning(machine, load_average_end);
+  if (!warning.empty()) out << (md ? "\n**Warning:** " : "WARNING: ") << warning << "\n";
 
   std::vector<Shape> shapes;
   const std::vector<const CaseResult*> order = DisplayOrder(results, shapes);
@@ -150,15 +163,18 @@ void PrintReport(std::ostream& out, ReportFormat format, const MachineInfo& mach
     Heading(out, format, ShapeName(shape) + (role ? std::string(" (") + role + ")" : ""));
     Print(out, format, ResultsTable(rows));
   }
-  out << '\n'
-      << "time: median seconds per call; ±: half the interquartile range of the samples, relative to the median.\n"
-         "GB/s: bytes moved / time, bytes = tensors x rows x cols x sizeof(dtype), tensors = 2 for fwd "
-         "(x, y), 4 for add_rmsnorm fwd (+ residual, residual_out), 3 for bwd (dy, x, dx), 5 for fwd+bwd.\n"
-         "stream GB/s: a vectorized loop moving the same bytes over the same buffers on the same threads "
-         "(scale y=s*x, triad dx=dy+s*x, add+scale, or scale then triad), sampled in turn with the op; "
-         "(1t): the calling thread alone was faster.\n"
-         "of stream: op GB/s / stream GB/s. vs LN: LayerNorm time / this op's time, same dtype, shape, "
-         "direction and threads (> 1: faster than LayerNorm).\n";
+  const char* notes[] = {
+      "time: median seconds per call; ±: half the interquartile range of the samples, relative to the median.",
+      "GB/s: bytes moved / time (1e9 B/s), bytes = tensors x rows x cols x sizeof(dtype); tensors = 2 for fwd "
+      "(x, y), 4 for add_rmsnorm fwd (+ residual, residual_out), 3 for bwd (dy, x, dx), 5 for fwd+bwd.",
+      "stream GB/s: a vectorized loop moving the same bytes over the same buffers on the same threads (scale "
+      "y=s*x, triad dx=dy+s*x, add+scale, or scale then triad), sampled in turn with the op; (1t): the "
+      "calling thread alone was faster, as it is for work the library keeps inline.",
+      "of stream: op GB/s / stream GB/s. vs LN: LayerNorm time / this op's time, same dtype, shape, "
+      "direction and threads (> 1: faster than LayerNorm). fits: the smallest cache level holding the bytes.",
+  };
+  out << '\n';
+  for (const char* note : notes) out << (md ? "- " : "") << note << '\n';
 
   const Table decode = DecodeRowTable(results);
   if (!decode.rows.empty()) {

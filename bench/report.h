@@ -19,8 +19,12 @@ enum class ReportFormat { kText, kMarkdown };
 std::string MachineLine(const MachineInfo& machine);
 std::string ProgressLine(const CaseResult& result, size_t done, size_t total, double elapsed_seconds);
 void PrintCaseList(std::ostream& out, const std::vector<Case>& cases, const MachineInfo& machine);
+// "" when the machine looked quiet at start and end; otherwise a warning sentence.
+std::string BusyWarning(const MachineInfo& machine, double load_average_end);
+
 void PrintReport(std::ostream& out, ReportFormat format, const MachineInfo& machine, const std::string& command,
-                 const std::vector<CaseResult>& results, const std::vector<TargetOutcome>& targets);
+                 double load_average_end, const std::vector<CaseResult>& results,
+                 const std::vector<TargetOutcome>& targets);
 
 }  // namespace rmsnorm_bench
 

@@ -11,11 +11,13 @@
 namespace rmsnorm_bench {
 
 struct SamplingPolicy {
-  double sample_seconds = 2e-3;  // a sample repeats the call until it lasts at least this long
+  // A sample repeats the call until it lasts at least this long: far above the clock's resolution,
+  // and short enough that on a shared machine many samples fit between preemptions.
+  double sample_seconds = 1e-3;
   double warmup_seconds = 5e-3;  // per contender, after at least two calls
   int min_samples = 7;
-  int max_samples = 25;
-  double budget_seconds = 0.6;  // per group: sampling stops after this once min_samples are in
+  int max_samples = 31;
+  double budget_seconds = 0.5;  // per group: sampling stops after this once min_samples are in
 };
 
 SamplingPolicy DefaultPolicy();
