@@ -95,7 +95,8 @@ StreamLoop StreamLoopFor(Op op, Direction direction) {
   return StreamLoop::kScale;
 }
 
-std::vector<Case> DefaultCases(int hardware_threads, const std::vector<int>& explicit_threads) {
+std::vector<Case> DefaultCases(int hardware_threads, const std::vector<int>& explicit_threads,
+                               bool single_thread_rows) {
   std::vector<Case> cases;
   for (const Shape& shape : DefaultShapes()) {
     for (rmsnorm_dtype dtype : DefaultDtypes()) {
@@ -114,7 +115,7 @@ std::vector<Case> DefaultCases(int hardware_threads, const std::vector<int>& exp
         }
         c.threads = hardware_threads;
         cases.push_back(c);
-        if (hardware_threads > 1 && IsKeyCase(c)) {
+        if (single_thread_rows && hardware_threads > 1 && IsKeyCase(c)) {
           c.threads = 1;
           cases.push_back(c);
         }

@@ -46,10 +46,11 @@ int64_t BytesMoved(const Case& c);
 // The stream loop that moves the same tensors: a scale for a forward, a triad for a backward...
 StreamLoop StreamLoopFor(Op op, Direction direction);
 
-// Every case of the default run at `hardware_threads`, plus the key ones (f32 RMSNorm, pRMSNorm and
-// LayerNorm; bf16 forward at the streaming shape) on 1 thread when that differs. With explicit thread
-// counts, every case runs at each of them instead.
-std::vector<Case> DefaultCases(int hardware_threads, const std::vector<int>& explicit_threads);
+// Every case of the default run at `hardware_threads`, plus, with `single_thread_rows`, the key ones
+// (f32 RMSNorm, pRMSNorm and LayerNorm; bf16 forward at the streaming shape) on 1 thread when that
+// differs. With explicit thread counts, every case runs at each of them instead.
+std::vector<Case> DefaultCases(int hardware_threads, const std::vector<int>& explicit_threads,
+                               bool single_thread_rows);
 
 // Comma-separated alternatives; a case is kept when its id contains any of them. A leading '^'
 // anchors an alternative at the start of the id (so "^rmsnorm/" leaves out prmsnorm and add_rmsnorm).

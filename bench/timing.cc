@@ -8,6 +8,8 @@ namespace rmsnorm_bench {
 namespace {
 
 constexpr double kNoDeadline = 1e300;
+// A first call this many times longer than the warm-up and sample lengths ends the warm-up.
+constexpr double kSelfWarmingFactor = 4;
 // A sample may last this many times its planned length before it is cut short.
 constexpr double kSampleDeadline = 5;
 
@@ -78,7 +80,10 @@ std::vector<TimeStats> MeasureInTurn(const std::vector<std::function<void()>>& c
   std::vector<int64_t> calls_per_sample(n, 1);
   for (size_t i = 0; i < n; ++i) {
     // The first call may fault in lazily allocated state; the fastest later call sizes the samples.
-    contenders[i]();
+    // A call this long streams far more than any cache holds: one call is all the warm-up it needs,
+    // and it is long enough to be its own sample.
+    const double first = SecondsPerCall(contenders[i], 1, kNoDeadline);
+    if (first >= kSelfWarmingFactor * std::max(policy.warmup_seconds, policy.sample_seconds)) continue;
     double fastest = SecondsPerCall(contenders[i], 1, kNoDeadline);
     double spent = fastest;
     while (spent < policy.warmup_seconds) {

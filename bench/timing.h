@@ -35,7 +35,8 @@ struct TimeStats {
 TimeStats Summarize(std::vector<double> seconds_per_call, int64_t calls_per_sample);
 
 // Warm-up (caches, branch predictors, the thread pool and lazily allocated state reach their steady
-// state), then calibration (calls per sample), then rounds. Each round takes one sample of every
+// state; a single call when one call is much longer than a sample), then calibration (calls per
+// sample), then rounds. Each round takes one sample of every
 // contender, starting from a different contender each round so none always follows the same one.
 std::vector<TimeStats> MeasureInTurn(const std::vector<std::function<void()>>& contenders,
                                      const SamplingPolicy& policy);
