@@ -1,7 +1,6 @@
 #include "runner.h"
 
 #include <algorithm>
-#include <cmath>
 #include <exception>
 #include <map>
 #include <memory>
