@@ -1,0 +1,146 @@
+#include "cases.h"
+
+#include <algorithm>
+
+#include "tensor.h"
+
+namespace rmsnorm_bench {
+namespace {
+
+struct OpDirection {
+  Op op;
+  Direction direction;
+};
+
+// Every op in every direction it has (the fused residual add is forward-only in the C ABI).
+const std::vector<OpDirection>& OpDirections() {
+  static const std::vector<OpDirection> all = {
+      {Op::kRmsNorm, Direction::kForward},    {Op::kRmsNorm, Direction::kBackward},
+      {Op::kRmsNorm, Direction::kForwardBackward},
+      {Op::kPRmsNorm, Direction::kForward},   {Op::kPRmsNorm, Direction::kBackward},
+      {Op::kPRmsNorm, Direction::kForwardBackward},
+      {Op::kLayerNorm, Direction::kForward},  {Op::kLayerNorm, Direction::kBackward},
+      {Op::kLayerNorm, Direction::kForwardBackward},
+      {Op::kL2Norm, Direction::kForward},     {Op::kL2Norm, Direction::kBackward},
+      {Op::kAddRmsNorm, Direction::kForward},
+  };
+  return all;
+}
+
+// Streaming (each tensor 4-8x the 32 MiB L3), cache-resident (a training micro-batch slice), a
+// decode row, and long rows (fewer rows than threads, cols past 64K).
+const std::vector<Shape>& DefaultShapes() {
+  static const std::vector<Shape> shapes = {{8192, 4096}, {64, 1024}, {1, 4096}, {4, 262144}};
+  return shapes;
+}
+
+const std::vector<rmsnorm_dtype>& DefaultDtypes() {
+  static const std::vector<rmsnorm_dtype> dtypes = {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16};
+  return dtypes;
+}
+
+bool IsKeyCase(const Case& c) {
+  const bool compared = c.op == Op::kRmsNorm || c.op == Op::kPRmsNorm || c.op == Op::kLayerNorm;
+  if (c.dtype == RMSNORM_F32) return compared;
+  return c.dtype == RMSNORM_BF16 && compared && c.op != Op::kPRmsNorm && c.direction == Direction::kForward &&
+         c.shape == Shape{8192, 4096};
+}
+
+}  // namespace
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kRmsNorm: return "rmsnorm";
+    case Op::kPRmsNorm: return "prmsnorm";
+    case Op::kLayerNorm: return "layernorm";
+    case Op::kL2Norm: return "l2norm";
+    case Op::kAddRmsNorm: return "add_rmsnorm";
+  }
+  return "?";
+}
+
+std::string OpLabel(Op op) {
+  if (op == Op::kPRmsNorm) return "prmsnorm(6.25%)";
+  return OpName(op);
+}
+
+const char* DirectionName(Direction direction) {
+  switch (direction) {
+    case Direction::kForward: return "fwd";
+    case Direction::kBackward: return "bwd";
+    case Direction::kForwardBackward: return "fwd+bwd";
+  }
+  return "?";
+}
+
+std::string ShapeName(Shape shape) { return std::to_string(shape.rows) + "x" + std::to_string(shape.cols); }
+
+std::string CaseId(const Case& c) {
+  return std::string(OpName(c.op)) + "/" + DirectionName(c.direction) + "/" + DtypeName(c.dtype) + "/" +
+         ShapeName(c.shape) + "/t" + std::to_string(c.threads);
+}
+
+int TensorsMoved(Op op, Direction direction) { return StreamTensors(StreamLoopFor(op, direction)); }
+
+int64_t BytesMoved(const Case& c) {
+  return int64_t(TensorsMoved(c.op, c.direction)) * c.shape.rows * c.shape.cols * int64_t(DtypeSize(c.dtype));
+}
+
+StreamLoop StreamLoopFor(Op op, Direction direction) {
+  switch (direction) {
+    case Direction::kForward: return op == Op::kAddRmsNorm ? StreamLoop::kAddScale : StreamLoop::kScale;
+    case Direction::kBackward: return StreamLoop::kTriad;
+    case Direction::kForwardBackward: return StreamLoop::kScaleThenTriad;
+  }
+  return StreamLoop::kScale;
+}
+
+std::vector<Case> DefaultCases(int hardware_threads, const std::vector<int>& explicit_threads,
+                               bool single_thread_rows) {
+  std::vector<Case> cases;
+  for (const Shape& shape : DefaultShapes()) {
+    for (rmsnorm_dtype dtype : DefaultDtypes()) {
+      for (const OpDirection& od : OpDirections()) {
+        Case c;
+        c.op = od.op;
+        c.direction = od.direction;
+        c.dtype = dtype;
+        c.shape = shape;
+        if (!explicit_threads.empty()) {
+          for (int t : explicit_threads) {
+            c.threads = t;
+            cases.push_back(c);
+          }
+          continue;
+        }
+        c.threads = hardware_threads;
+        cases.push_back(c);
+        if (single_thread_rows && hardware_threads > 1 && IsKeyCase(c)) {
+          c.threads = 1;
+          cases.push_back(c);
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+bool MatchesFilter(const Case& c, const std::string& filter) {
+  if (filter.empty()) return true;
+  const std::string id = CaseId(c);
+  size_t start = 0;
+  while (start <= filter.size()) {
+    const size_t comma = std::min(filter.find(',', start), filter.size());
+    std::string alternative = filter.substr(start, comma - start);
+    start = comma + 1;
+    if (alternative.empty()) continue;
+    if (alternative[0] == '^') {
+      if (id.compare(0, alternative.size() - 1, alternative, 1, std::string::npos) == 0) return true;
+    } else if (id.find(alternative) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace rmsnorm_bench

@@ -1,0 +1,195 @@
+// The stream loops, compiled once per Highway target and dispatched to the best the CPU has, exactly
+// as the library's kernels are: the limit must not be handicapped by a weaker instruction set.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "stream.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Then the per-target headers.
+#include "hwy/highway.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "stream.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm_bench::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// bf16 and f16 are widened to f32 and narrowed back, the least any kernel over them must do.
+HWY_INLINE VF LoadF32(DF d, const float* p) { return hn::LoadU(d, p); }
+HWY_INLINE VF LoadF32(DF d, const hwy::bfloat16_t* p) { return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p)); }
+HWY_INLINE VF LoadF32(DF d, const hwy::float16_t* p) { return hn::PromoteTo(d, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p)); }
+
+HWY_INLINE void StoreF32(DF d, VF v, float* p) { hn::StoreU(v, d, p); }
+HWY_INLINE void StoreF32(DF, VF v, hwy::bfloat16_t* p) {
+  const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+  hn::StoreU(hn::DemoteTo(dbf, v), dbf, p);
+}
+HWY_INLINE void StoreF32(DF, VF v, hwy::float16_t* p) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  hn::StoreU(hn::DemoteTo(dh, v), dh, p);
+}
+
+// Each loop runs full vectors, then passes a last partial vector through zero-padded copies so that
+// nothing outside [0, n) is touched.
+template <class T>
+void ScaleRange(const T* a, T* p, size_t n, float s) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF vs = hn::Set(d, s);
+  size_t i = 0;
+  for (; i + N <= n; i += N) StoreF32(d, hn::Mul(LoadF32(d, a + i), vs), p + i);
+  if (i == n) return;
+  HWY_ALIGN T in[hn::MaxLanes(d)] = {};
+  HWY_ALIGN T out[hn::MaxLanes(d)];
+  std::memcpy(in, a + i, (n - i) * sizeof(T));
+  StoreF32(d, hn::Mul(LoadF32(d, in), vs), out);
+  std::memcpy(p + i, out, (n - i) * sizeof(T));
+}
+
+template <class T>
+void TriadRange(const T* a, const T* b, T* p, size_t n, float s) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF vs = hn::Set(d, s);
+  size_t i = 0;
+  for (; i + N <= n; i += N) StoreF32(d, hn::MulAdd(LoadF32(d, b + i), vs, LoadF32(d, a + i)), p + i);
+  if (i == n) return;
+  HWY_ALIGN T in_a[hn::MaxLanes(d)] = {};
+  HWY_ALIGN T in_b[hn::MaxLanes(d)] = {};
+  HWY_ALIGN T out[hn::MaxLanes(d)];
+  std::memcpy(in_a, a + i, (n - i) * sizeof(T));
+  std::memcpy(in_b, b + i, (n - i) * sizeof(T));
+  StoreF32(d, hn::MulAdd(LoadF32(d, in_b), vs, LoadF32(d, in_a)), out);
+  std::memcpy(p + i, out, (n - i) * sizeof(T));
+}
+
+template <class T>
+void AddScaleRange(const T* a, const T* b, T* p, T* q, size_t n, float s) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF vs = hn::Set(d, s);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const VF sum = hn::Add(LoadF32(d, a + i), LoadF32(d, b + i));
+    StoreF32(d, sum, q + i);
+    StoreF32(d, hn::Mul(sum, vs), p + i);
+  }
+  if (i == n) return;
+  HWY_ALIGN T in_a[hn::MaxLanes(d)] = {};
+  HWY_ALIGN T in_b[hn::MaxLanes(d)] = {};
+  HWY_ALIGN T out_p[hn::MaxLanes(d)];
+  HWY_ALIGN T out_q[hn::MaxLanes(d)];
+  std::memcpy(in_a, a + i, (n - i) * sizeof(T));
+  std::memcpy(in_b, b + i, (n - i) * sizeof(T));
+  const VF sum = hn::Add(LoadF32(d, in_a), LoadF32(d, in_b));
+  StoreF32(d, sum, out_q);
+  StoreF32(d, hn::Mul(sum, vs), out_p);
+  std::memcpy(q + i, out_q, (n - i) * sizeof(T));
+  std::memcpy(p + i, out_p, (n - i) * sizeof(T));
+}
+
+// Elements [begin, end) of one loop (kScaleThenTriad is run as its two halves by the caller).
+template <class T>
+void RangeOf(StreamLoop loop, size_t begin, size_t end, const StreamOperands& o) {
+  // Inputs are never written, so any s keeps repeated runs finite; 0.5 also avoids subnormals.
+  constexpr float kScalar = 0.5f;
+  const T* a = static_cast<const T*>(o.a) + begin;
+  const T* b = static_cast<const T*>(o.b) + begin;
+  T* p = static_cast<T*>(o.p) + begin;
+  T* q = static_cast<T*>(o.q) + begin;
+  const size_t n = end - begin;
+  switch (loop) {
+    case StreamLoop::kScale: return ScaleRange(a, p, n, kScalar);
+    case StreamLoop::kTriad: return TriadRange(a, b, p, n, kScalar);
+    case StreamLoop::kAddScale: return AddScaleRange(a, b, p, q, n, kScalar);
+    case StreamLoop::kScaleThenTriad: return;
+  }
+}
+
+void StreamRange(int loop, int dtype, size_t begin, size_t end, const StreamOperands& operands) {
+  const auto l = static_cast<StreamLoop>(loop);
+  switch (static_cast<rmsnorm_dtype>(dtype)) {
+    case RMSNORM_F32: return RangeOf<float>(l, begin, end, operands);
+    case RMSNORM_BF16: return RangeOf<hwy::bfloat16_t>(l, begin, end, operands);
+    case RMSNORM_F16: return RangeOf<hwy::float16_t>(l, begin, end, operands);
+  }
+}
+
+const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace rmsnorm_bench::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace rmsnorm_bench {
+HWY_EXPORT(StreamRange);
+HWY_EXPORT(TargetName);
+
+namespace {
+
+// Each thread's range starts on a 64-element boundary, so no two threads write one cache line.
+constexpr size_t kSplitAlignment = 64;
+
+void RunOne(StreamLoop loop, rmsnorm_dtype dtype, size_t n, int threads, const StreamOperands& operands) {
+  // Resolve the dispatch once, on one thread, before any team calls through the table.
+  static const bool resolved = (HWY_DYNAMIC_DISPATCH(StreamRange)(0, 0, 0, 0, StreamOperands{}), true);
+  (void)resolved;
+  if (threads <= 1) {
+    HWY_DYNAMIC_DISPATCH(StreamRange)(int(loop), int(dtype), 0, n, operands);
+    return;
+  }
+  const size_t per_thread = (n + size_t(threads) - 1) / size_t(threads);
+  const size_t chunk = (per_thread + kSplitAlignment - 1) / kSplitAlignment * kSplitAlignment;
+#pragma omp parallel num_threads(threads)
+  {
+    const size_t begin = std::min(n, size_t(omp_get_thread_num()) * chunk);
+    const size_t end = std::min(n, begin + chunk);
+    if (begin < end) HWY_DYNAMIC_DISPATCH(StreamRange)(int(loop), int(dtype), begin, end, operands);
+  }
+}
+
+}  // namespace
+
+int StreamTensors(StreamLoop loop) {
+  switch (loop) {
+    case StreamLoop::kScale: return 2;
+    case StreamLoop::kTriad: return 3;
+    case StreamLoop::kAddScale: return 4;
+    case StreamLoop::kScaleThenTriad: return 5;
+  }
+  return 0;
+}
+
+const char* StreamLoopName(StreamLoop loop) {
+  switch (loop) {
+    case StreamLoop::kScale: return "scale y=s*x";
+    case StreamLoop::kTriad: return "triad dx=dy+s*x";
+    case StreamLoop::kAddScale: return "add+scale h=x+r, y=s*h";
+    case StreamLoop::kScaleThenTriad: return "scale, then triad";
+  }
+  return "?";
+}
+
+void RunStream(StreamLoop loop, rmsnorm_dtype dtype, size_t n, int threads, const StreamOperands& operands) {
+  if (loop != StreamLoop::kScaleThenTriad) return RunOne(loop, dtype, n, threads, operands);
+  StreamOperands forward;
+  forward.a = operands.a;
+  forward.p = operands.q;
+  RunOne(StreamLoop::kScale, dtype, n, threads, forward);
+  StreamOperands backward;
+  backward.a = operands.b;
+  backward.b = operands.a;
+  backward.p = operands.p;
+  RunOne(StreamLoop::kTriad, dtype, n, threads, backward);
+}
+
+const char* StreamTarget() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+}  // namespace rmsnorm_bench
+#endif  // HWY_ONCE

@@ -1,0 +1,42 @@
+// The physical limit each case is compared against: STREAM-style loops that move exactly the bytes
+// of the case's byte model, over the case's own buffers, in its dtype, on its threads.
+#ifndef RMSNORM_BENCH_STREAM_H_
+#define RMSNORM_BENCH_STREAM_H_
+
+#include <cstddef>
+
+#include "rmsnorm/rmsnorm.h"
+
+namespace rmsnorm_bench {
+
+// Which loop stands for which byte model (a, b inputs; p, q outputs; s a scalar):
+enum class StreamLoop {
+  kScale,           // p = s·a                         2 tensors: a forward
+  kTriad,           // p = a + s·b                     3 tensors: a backward (dy, x -> dx)
+  kAddScale,        // q = a + b, p = s·q              4 tensors: a fused residual add + forward
+  kScaleThenTriad,  // kScale then kTriad, two calls   5 tensors: forward then backward
+};
+
+int StreamTensors(StreamLoop loop);
+const char* StreamLoopName(StreamLoop loop);
+
+// Operands in the case's dtype, n elements each. kScale reads a and writes p; kTriad reads a, b and
+// writes p; kAddScale reads a, b and writes q, p; kScaleThenTriad writes q = s·a, then p = b + s·a
+// (a forward x -> y, then a backward (dy, x) -> dx).
+struct StreamOperands {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* p = nullptr;
+  void* q = nullptr;
+};
+
+// Runs the loop once. threads <= 1 runs on the calling thread; otherwise an OpenMP team of `threads`
+// splits the elements into equal contiguous ranges (schedule(static)), as the library's pool would.
+void RunStream(StreamLoop loop, rmsnorm_dtype dtype, size_t n, int threads, const StreamOperands& operands);
+
+// The Highway target the loops dispatch to (compare with rmsnorm_cpu_target()).
+const char* StreamTarget();
+
+}  // namespace rmsnorm_bench
+
+#endif  // RMSNORM_BENCH_STREAM_H_

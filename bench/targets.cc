@@ -1,0 +1,95 @@
+#include "targets.h"
+
+#include "format.h"
+#include "tensor.h"
+
+namespace rmsnorm_bench {
+namespace {
+
+const CaseResult* Find(const std::vector<CaseResult>& results, Op op, Direction direction, rmsnorm_dtype dtype,
+                       Shape shape) {
+  const CaseResult* best = nullptr;
+  for (const CaseResult& r : results) {
+    if (r.ok() && r.c.op == op && r.c.direction == direction && r.c.dtype == dtype && r.c.shape == shape &&
+        (best == nullptr || r.c.threads > best->c.threads))
+      best = &r;
+  }
+  return best;
+}
+
+TargetOutcome FractionTarget(const std::vector<CaseResult>& results, const std::string& name, Op op,
+                             Direction direction, rmsnorm_dtype dtype, double threshold) {
+  TargetOutcome t;
+  t.name = name;
+  t.comparison = ">=";
+  t.threshold = threshold;
+  const Shape streaming{8192, 4096};
+  const CaseResult* r = Find(results, op, direction, dtype, streaming);
+  t.cases = std::string(OpName(op)) + "/" + DirectionName(direction) + "/" + DtypeName(dtype) + "/" +
+            ShapeName(streaming);
+  if (r == nullptr) return t;
+  t.cases = CaseId(r->c);
+  t.evaluated = true;
+  t.measured = r->fraction_of_stream;
+  t.detail = FormatGbps(r->gbps) + " of " + FormatGbps(r->stream_gbps) + " GB/s";
+  return t;
+}
+
+// numerator time / denominator time.
+TargetOutcome RatioTarget(const std::string& name, const CaseResult* numerator, const CaseResult* denominator,
+                          const std::string& comparison, double threshold, const std::string& cases_if_missing) {
+  TargetOutcome t;
+  t.name = name;
+  t.comparison = comparison;
+  t.threshold = threshold;
+  t.cases = cases_if_missing;
+  if (numerator == nullptr || denominator == nullptr) return t;
+  t.cases = CaseId(numerator->c) + " / " + CaseId(denominator->c);
+  t.evaluated = true;
+  t.measured = numerator->time.median / denominator->time.median;
+  t.detail = FormatSeconds(numerator->time.median) + " / " + FormatSeconds(denominator->time.median);
+  return t;
+}
+
+}  // namespace
+
+std::vector<TargetOutcome> EvaluateTargets(const std::vector<CaseResult>& results) {
+  std::vector<TargetOutcome> targets;
+  targets.push_back(FractionTarget(results, "f32 RMSNorm forward 8192x4096, fraction of stream", Op::kRmsNorm,
+                                   Direction::kForward, RMSNORM_F32, 0.90));
+  targets.push_back(FractionTarget(results, "f32 RMSNorm backward (dx, dweight) 8192x4096, fraction of stream",
+                                   Op::kRmsNorm, Direction::kBackward, RMSNORM_F32, 0.80));
+  targets.push_back(FractionTarget(results, "bf16 RMSNorm forward 8192x4096, fraction of stream", Op::kRmsNorm,
+                                   Direction::kForward, RMSNORM_BF16, 0.85));
+  targets.push_back(FractionTarget(results, "f32 LayerNorm forward 8192x4096, fraction of stream", Op::kLayerNorm,
+                                   Direction::kForward, RMSNORM_F32, 0.85));
+
+  const Shape cache{64, 1024};
+  targets.push_back(RatioTarget("64x1024 f32: LayerNorm fwd+bwd time / RMSNorm fwd+bwd time",
+                                Find(results, Op::kLayerNorm, Direction::kForwardBackward, RMSNORM_F32, cache),
+                                Find(results, Op::kRmsNorm, Direction::kForwardBackward, RMSNORM_F32, cache), ">=",
+                                1.2, "layernorm/fwd+bwd/f32/64x1024 / rmsnorm/fwd+bwd/f32/64x1024"));
+  targets.push_back(RatioTarget("64x1024 f32: RMSNorm fwd time / pRMSNorm(6.25%) fwd time",
+                                Find(results, Op::kRmsNorm, Direction::kForward, RMSNORM_F32, cache),
+                                Find(results, Op::kPRmsNorm, Direction::kForward, RMSNORM_F32, cache), ">=", 1.1,
+                                "rmsnorm/fwd/f32/64x1024 / prmsnorm/fwd/f32/64x1024"));
+
+  // The row's stream reference is the plain scaled copy of that row (on the calling thread: a
+  // 32 KiB pass is below the size any pool is worth waking for).
+  TargetOutcome decode;
+  decode.name = "1x4096 f32: RMSNorm forward call / plain scaled copy of the row";
+  decode.comparison = "<=";
+  decode.threshold = 3.0;
+  decode.cases = "rmsnorm/fwd/f32/1x4096";
+  if (const CaseResult* r = Find(results, Op::kRmsNorm, Direction::kForward, RMSNORM_F32, {1, 4096})) {
+    decode.cases = CaseId(r->c);
+    decode.evaluated = true;
+    decode.measured = r->time.median / r->stream_time.median;
+    decode.detail = FormatSeconds(r->time.median) + " / " + FormatSeconds(r->stream_time.median) + " (copy on " +
+                    std::to_string(r->stream_threads) + " thread" + (r->stream_threads == 1 ? "" : "s") + ")";
+  }
+  targets.push_back(decode);
+  return targets;
+}
+
+}  // namespace rmsnorm_bench

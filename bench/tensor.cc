@@ -1,0 +1,88 @@
+#include "tensor.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "rmsnorm/rmsnorm.hpp"
+
+namespace rmsnorm_bench {
+namespace {
+
+constexpr size_t kPageBytes = 4096;
+
+uint64_t SplitMix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+float ValueAt(uint64_t seed, size_t i) {
+  const double unit = double(SplitMix64(seed * 0x100000001B3ull + i) >> 11) * 0x1p-53;
+  return float(unit * 4.0 - 1.75);
+}
+
+// fn(begin, end) over [0, n) split into contiguous ranges, one per hardware thread.
+template <class Fn>
+void ParallelRanges(size_t n, const Fn& fn) {
+#pragma omp parallel num_threads(std::max(1, omp_get_num_procs()))
+  {
+    const size_t threads = size_t(omp_get_num_threads());
+    const size_t per_thread = (n + threads - 1) / threads;
+    const size_t begin = std::min(n, size_t(omp_get_thread_num()) * per_thread);
+    const size_t end = std::min(n, begin + per_thread);
+    if (begin < end) fn(begin, end);
+  }
+}
+
+}  // namespace
+
+size_t DtypeSize(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
+
+const char* DtypeName(rmsnorm_dtype dtype) {
+  switch (dtype) {
+    case RMSNORM_F32: return "f32";
+    case RMSNORM_BF16: return "bf16";
+    case RMSNORM_F16: return "f16";
+  }
+  return "?";
+}
+
+void Tensor::Free::operator()(void* p) const { std::free(p); }
+
+Tensor::Tensor(rmsnorm_dtype dtype, size_t elements) : dtype_(dtype), elements_(elements) {
+  const size_t rounded = (std::max<size_t>(1, bytes()) + kPageBytes - 1) / kPageBytes * kPageBytes;
+  void* p = std::aligned_alloc(kPageBytes, rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  storage_.reset(p);
+  char* bytes_base = static_cast<char*>(p);
+  ParallelRanges(rounded, [&](size_t begin, size_t end) { std::memset(bytes_base + begin, 0, end - begin); });
+}
+
+void Tensor::FillRandom(uint64_t seed) {
+  ParallelRanges(elements_, [&](size_t begin, size_t end) {
+    switch (dtype_) {
+      case RMSNORM_F32: {
+        float* out = static_cast<float*>(data());
+        for (size_t i = begin; i < end; ++i) out[i] = ValueAt(seed, i);
+        break;
+      }
+      case RMSNORM_BF16: {
+        auto* out = static_cast<rmsnorm::bf16*>(data());
+        for (size_t i = begin; i < end; ++i) out[i] = rmsnorm::bf16(ValueAt(seed, i));
+        break;
+      }
+      case RMSNORM_F16: {
+        auto* out = static_cast<rmsnorm::f16*>(data());
+        for (size_t i = begin; i < end; ++i) out[i] = rmsnorm::f16(ValueAt(seed, i));
+        break;
+      }
+    }
+  });
+}
+
+}  // namespace rmsnorm_bench
