@@ -50,7 +50,8 @@ test-cpp: build
 # left out: it links fresh programs against the instrumented library without the sanitizer runtime.
 test-asan: deps
 	@echo "== C++ tests under ASan + UBSan"
-	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRMSNORM_SANITIZE=ON -DRMSNORM_BUILD_BENCH=OFF > /dev/null
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DRMSNORM_SANITIZE=ON -DRMSNORM_BUILD_BENCH=OFF > /dev/null
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -E install_test

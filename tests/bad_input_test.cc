@@ -118,7 +118,11 @@ std::vector<Mutation> Mutations() {
       {"cols < 0", "cols must be >= 1", all, [](Args& a, Arena&) { a.config.cols = -5; }},
       {"rows * cols overflows", "too large", all,
        [](Args& a, Arena&) { a.config.rows = a.config.cols = int64_t{1} << 40; }},
-      {"dtype out of range", "dtype", all, [](Args& a, Arena&) { a.config.dtype = static_cast<rmsnorm_dtype>(7); }},
+      {"dtype out of range", "dtype", all,
+       [](Args& a, Arena&) {
+         const int seven = 7;  // as a C caller may pass; C++ may not form it as an rmsnorm_dtype
+         std::memcpy(&a.config.dtype, &seven, sizeof seven);
+       }},
       {"eps < 0", "eps", all, [](Args& a, Arena&) { a.config.eps = -1e-6f; }},
       {"eps NaN", "eps", all, [=](Args& a, Arena&) { a.config.eps = nan; }},
       {"eps infinite", "eps", all, [=](Args& a, Arena&) { a.config.eps = inf; }},
@@ -166,7 +170,7 @@ std::vector<Mutation> Mutations() {
        [](Args& a, Arena&) { a.mean = nullptr; }},
       {"mean misaligned", "mean is not aligned", [](const Function& f) { return f.layer; },
        [](Args& a, Arena&) { a.mean = reinterpret_cast<float*>(const_cast<char*>(Misaligned(a.mean))); }},
-      {"L2/LayerNorm take no p, RMSNorm's p must be finite", "partial", rms_only,
+      {"partial -inf", "partial", rms_only,
        [=](Args& a, Arena&) { a.config.partial = -inf; }},
   };
 }

@@ -128,6 +128,8 @@ static void test_bad_input(void) {
   c.dtype = (rmsnorm_dtype)9;
   CHECK(rmsnorm_forward(&c, x, NULL, NULL, y, NULL) == RMSNORM_ERROR_INVALID_ARGUMENT, "bad dtype refused");
   c.dtype = RMSNORM_F32;
+  CHECK(rmsnorm_set_backend((rmsnorm_backend)9) == RMSNORM_ERROR_INVALID_ARGUMENT, "bad backend refused");
+  CHECK(rmsnorm_get_backend() == RMSNORM_BACKEND_AUTO, "backend unchanged");
   c.partial = 0.0f;
   CHECK(rmsnorm_forward(&c, x, NULL, NULL, y, NULL) == RMSNORM_ERROR_INVALID_ARGUMENT, "partial 0 refused");
   c.partial = 1.0f;

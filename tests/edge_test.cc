@@ -356,8 +356,7 @@ TEST(Edge, BackendSelection) {
   EXPECT_EQ(RMSNORM_OK, rmsnorm_set_backend(RMSNORM_BACKEND_REFERENCE));
   EXPECT_EQ(RMSNORM_BACKEND_REFERENCE, rmsnorm_get_backend());
   EXPECT_EQ(RMSNORM_OK, rmsnorm_set_backend(RMSNORM_BACKEND_AUTO));
-  EXPECT_EQ(RMSNORM_ERROR_INVALID_ARGUMENT, rmsnorm_set_backend(static_cast<rmsnorm_backend>(9)));
-  EXPECT_EQ(RMSNORM_BACKEND_AUTO, rmsnorm_get_backend());
+  // An out-of-range backend is refused: see c_api_test.c, since only C may pass one.
 }
 
 TEST(Edge, VersionMatchesHeader) {

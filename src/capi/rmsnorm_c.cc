@@ -173,9 +173,10 @@ RMSNORM_API int64_t rmsnorm_partial_size(int64_t cols, float partial) {
 
 RMSNORM_API rmsnorm_status rmsnorm_set_backend(rmsnorm_backend backend) {
   return rmsnorm::Guard("rmsnorm_set_backend", [&] {
-    if (backend != RMSNORM_BACKEND_AUTO && backend != RMSNORM_BACKEND_REFERENCE)
+    const int raw = rmsnorm::runtime::RawEnum(backend);
+    if (raw != RMSNORM_BACKEND_AUTO && raw != RMSNORM_BACKEND_REFERENCE)
       rmsnorm::runtime::FailInvalid("rmsnorm_set_backend: backend is not an rmsnorm_backend (got " +
-                                    std::to_string(int(backend)) + ")");
+                                    std::to_string(raw) + ")");
     rmsnorm::runtime::SetBackend(backend);
   });
 }

@@ -44,7 +44,7 @@ struct LayerNormBackwardPartial {
 };
 
 // dy, x, dx: (rows, cols) in T; weight: (cols) f32; mean, rstd: (rows) f32, or both null (recompute).
-template <class T, bool kWeight, bool kGrads>
+template <class T, bool kWeight, bool kDweight, bool kDbias>
 class LayerNormBackwardKernel {
  public:
   using State = LayerNormBackwardState;
@@ -148,10 +148,8 @@ class LayerNormBackwardKernel {
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(hn::Sub(Load(d, x + i, count), mean), rstd);
       const VF u = hn::Mul(dyv, Gain<kWeight>(d, w, offset, i, count));
-      if constexpr (kGrads) {
-        AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
-        AccumulateInto(d, dyv, db + c0 + i, count);
-      }
+      if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
+      if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
       Store(d, hn::Mul(rstd, hn::NegMulAdd(xhat, mean_u_xhat, hn::Sub(u, mean_u))), dx + i, count);
     });
   }
@@ -178,10 +176,8 @@ class LayerNormBackwardKernel {
       const double xhat = (ToDouble(x_[at + i]) - s.rare_mean) * s.rare_rstd;
       const double u = dy * GainDouble(weight_, p_.weight_offset, i);
       StoreDouble(s.rare_rstd * (u - s.rare_mean_u - xhat * s.rare_mean_u_xhat), dx_ + at + i);
-      if constexpr (kGrads) {
-        dw[i] += static_cast<float>(dy * xhat);
-        db[i] += static_cast<float>(dy);
-      }
+      if constexpr (kDweight) dw[i] += static_cast<float>(dy * xhat);
+      if constexpr (kDbias) db[i] += static_cast<float>(dy);
     }
   }
 
@@ -196,13 +192,16 @@ class LayerNormBackwardKernel {
 
 void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) {
   const RowPlan plan = MakePlan(p);
-  ParamGradPartials grads(plan, a.dweight, a.dbias);
+  const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
   WithStorage(p.dtype, [&](auto t) {
     WithFlag(a.weight != nullptr, [&](auto weight) {
-      WithFlag(grads.wanted(), [&](auto want_grads) {
-        const LayerNormBackwardKernel<decltype(t), decltype(weight)::value, decltype(want_grads)::value> kernel(p, a);
-        RunRows(plan, bytes, kernel, &grads);
+      WithFlag(a.dweight != nullptr, [&](auto dweight) {
+        WithFlag(a.dbias != nullptr, [&](auto dbias) {
+          const LayerNormBackwardKernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value>
+              kernel(p, a);
+          RunRows(plan, bytes, kernel, &grads);
+        });
       });
     });
   });

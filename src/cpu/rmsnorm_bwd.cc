@@ -40,7 +40,7 @@ struct RmsBackwardPartial {
 };
 
 // dy, x, dx: (rows, cols) in T; weight: (cols) f32; rstd: (rows) f32 or null (recompute).
-template <class T, bool kWeight, bool kGrads>
+template <class T, bool kWeight, bool kDweight, bool kDbias>
 class RmsBackwardKernel {
  public:
   using State = RmsBackwardState;
@@ -131,10 +131,8 @@ class RmsBackwardKernel {
       const VF xhat = hn::Mul(Load(d, x + i, count), rstd);
       const VF u = hn::Mul(dyv, g);
       const VF inner = kCorrect ? hn::NegMulAdd(xhat, c, u) : u;
-      if constexpr (kGrads) {
-        AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
-        AccumulateInto(d, dyv, db + c0 + i, count);
-      }
+      if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
+      if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
       Store(d, hn::Mul(rstd, inner), dx + i, count);
     });
   }
@@ -145,10 +143,8 @@ class RmsBackwardKernel {
       const double xhat = ToDouble(x_[at + i]) * s.rare_rstd;
       const double correction = i < p_.k ? xhat * s.rare_c : 0.0;
       StoreDouble(s.rare_rstd * (dy * GainDouble(weight_, p_.weight_offset, i) - correction), dx_ + at + i);
-      if constexpr (kGrads) {
-        dw[i] += static_cast<float>(dy * xhat);
-        db[i] += static_cast<float>(dy);
-      }
+      if constexpr (kDweight) dw[i] += static_cast<float>(dy * xhat);
+      if constexpr (kDbias) db[i] += static_cast<float>(dy);
     }
   }
 
@@ -162,13 +158,16 @@ class RmsBackwardKernel {
 
 void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) {
   const RowPlan plan = MakePlan(p);
-  ParamGradPartials grads(plan, a.dweight, a.dbias);
+  const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
   WithStorage(p.dtype, [&](auto t) {
     WithFlag(a.weight != nullptr, [&](auto weight) {
-      WithFlag(grads.wanted(), [&](auto want_grads) {
-        const RmsBackwardKernel<decltype(t), decltype(weight)::value, decltype(want_grads)::value> kernel(p, a);
-        RunRows(plan, bytes, kernel, &grads);
+      WithFlag(a.dweight != nullptr, [&](auto dweight) {
+        WithFlag(a.dbias != nullptr, [&](auto dbias) {
+          const RmsBackwardKernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value>
+              kernel(p, a);
+          RunRows(plan, bytes, kernel, &grads);
+        });
       });
     });
   });

@@ -20,8 +20,10 @@ namespace rmsnorm::cpu {
 constexpr int64_t kChunk = 16384;
 // A row block holds at least this many elements, so a task is worth scheduling...
 constexpr int64_t kBlockElements = 16384;
-// ...and there are at most this many blocks, which bounds the parameter-gradient scratch.
+// ...there are at most this many blocks, and their parameter-gradient partials hold at most this many
+// floats per gradient: wide rows get fewer, taller blocks (the split path keeps those parallel).
 constexpr int64_t kMaxBlocks = 256;
+constexpr int64_t kMaxPartialElements = int64_t{1} << 22;
 
 // Statistics below this (mean square + eps, or variance + eps) are beyond what the f32 path computes
 // accurately (squares underflow); so are non-finite sums (squares overflow). Such rare rows are
@@ -50,51 +52,67 @@ inline RowPlan MakePlan(const Problem& p) {
   plan.num_chunks = (p.cols + kChunk - 1) / kChunk;
   const int64_t by_size = (kBlockElements + p.cols - 1) / p.cols;
   const int64_t by_count = (p.rows + kMaxBlocks - 1) / kMaxBlocks;
-  plan.block_rows = std::max<int64_t>(1, std::max(by_size, by_count));
+  const int64_t max_blocks_by_scratch = std::max<int64_t>(1, kMaxPartialElements / p.cols);
+  const int64_t by_scratch = (p.rows + max_blocks_by_scratch - 1) / max_blocks_by_scratch;
+  plan.block_rows = std::max<int64_t>({1, by_size, by_count, by_scratch});
   plan.num_blocks = (p.rows + plan.block_rows - 1) / plan.block_rows;
   plan.split = plan.num_chunks > 1 && plan.num_blocks < 2 * runtime::NumThreads();
   return plan;
 }
 
-// Per-block partial sums of dweight and dbias, (num_blocks, cols) f32 each, reduced in block order
-// in double. Allocated up front, so a failed allocation happens before any output is written.
+// Per-block partial sums of dweight and dbias: (num_blocks, cols) f32 for each gradient wanted, summed
+// over blocks in block order in double. A single block sums straight into the output. The scratch is
+// the calling thread's, kept between calls (a backward must not pay a fresh allocation and its page
+// faults each time), and is taken before any output is written.
 class ParamGradPartials {
  public:
   ParamGradPartials(const RowPlan& plan, float* dweight, float* dbias)
       : plan_(plan), dweight_(dweight), dbias_(dbias) {
-    if (wanted()) storage_.resize(size_t(2 * plan.num_blocks * plan.cols));
+    const int64_t gradients = (dweight ? 1 : 0) + (dbias ? 1 : 0);
+    if (gradients == 0 || plan.num_blocks == 1) return;
+    static thread_local std::vector<float> workspace;
+    const size_t needed = size_t(gradients * plan.num_blocks * plan.cols);
+    if (workspace.size() < needed) workspace.resize(needed);
+    dweight_partials_ = dweight ? workspace.data() : nullptr;
+    dbias_partials_ = dbias ? workspace.data() + (dweight ? plan.num_blocks * plan.cols : 0) : nullptr;
   }
-  bool wanted() const { return dweight_ != nullptr || dbias_ != nullptr; }
-  float* dweight_block(int64_t b) { return wanted() ? storage_.data() + 2 * b * plan_.cols : nullptr; }
-  float* dbias_block(int64_t b) { return wanted() ? storage_.data() + (2 * b + 1) * plan_.cols : nullptr; }
 
-  void Reduce() {
-    if (!wanted()) return;
+  bool wanted() const { return dweight_ != nullptr || dbias_ != nullptr; }
+  // Block b's partial sums, cols floats, or null when that gradient is not wanted. Zeroed by the block.
+  float* dweight_block(int64_t b) const { return Block(dweight_, dweight_partials_, b); }
+  float* dbias_block(int64_t b) const { return Block(dbias_, dbias_partials_, b); }
+
+  void Reduce() const {
+    if (plan_.num_blocks == 1 || !wanted()) return;
     constexpr int64_t kColsPerTask = 1024;
     const int64_t tasks = (plan_.cols + kColsPerTask - 1) / kColsPerTask;
     const int64_t bytes = 2 * plan_.num_blocks * plan_.cols * int64_t{sizeof(float)};
     runtime::ParallelFor(tasks, bytes, [&](int64_t task) {
       const int64_t c0 = task * kColsPerTask, c1 = std::min(plan_.cols, c0 + kColsPerTask);
-      ReduceInto(dweight_, 0, c0, c1);
-      ReduceInto(dbias_, 1, c0, c1);
+      SumBlocks(dweight_partials_, dweight_, c0, c1);
+      SumBlocks(dbias_partials_, dbias_, c0, c1);
     });
   }
 
  private:
-  void ReduceInto(float* out, int64_t which, int64_t c0, int64_t c1) {
+  float* Block(float* output, float* partials, int64_t b) const {
+    if (output == nullptr) return nullptr;
+    return plan_.num_blocks == 1 ? output : partials + b * plan_.cols;
+  }
+
+  void SumBlocks(const float* partials, float* out, int64_t c0, int64_t c1) const {
     if (out == nullptr) return;
     double sums[1024] = {};
-    for (int64_t b = 0; b < plan_.num_blocks; ++b) {
-      const float* partial = storage_.data() + (2 * b + which) * plan_.cols;
-      for (int64_t c = c0; c < c1; ++c) sums[c - c0] += partial[c];
-    }
+    for (int64_t b = 0; b < plan_.num_blocks; ++b)
+      for (int64_t c = c0; c < c1; ++c) sums[c - c0] += partials[b * plan_.cols + c];
     for (int64_t c = c0; c < c1; ++c) out[c] = static_cast<float>(sums[c - c0]);
   }
 
   const RowPlan& plan_;
   float* dweight_;
   float* dbias_;
-  std::vector<float> storage_;
+  float* dweight_partials_ = nullptr;
+  float* dbias_partials_ = nullptr;
 };
 
 // Runs a kernel over every row. A Kernel provides:
@@ -108,24 +126,22 @@ class ParamGradPartials {
 //                                               the block's parameter-gradient partials (or null)
 // `bytes` is the memory traffic of the whole call, for the threading decision.
 template <class Kernel>
-void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, ParamGradPartials* grads) {
+void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const ParamGradPartials* grads) {
   using State = typename Kernel::State;
   using Partial = typename Kernel::Partial;
   const int phases = kernel.num_phases();
-  const bool want_grads = grads != nullptr && grads->wanted();
-  auto block_partials = [&](int64_t b, float** dw, float** db) {
-    *dw = want_grads ? grads->dweight_block(b) : nullptr;
-    *db = want_grads ? grads->dbias_block(b) : nullptr;
+  // Block b's parameter-gradient partials over columns [c0, c1), zeroed, or null if not wanted.
+  auto block_partials = [&](int64_t b, int64_t c0, int64_t c1, float** dw, float** db) {
+    *dw = grads ? grads->dweight_block(b) : nullptr;
+    *db = grads ? grads->dbias_block(b) : nullptr;
+    if (*dw) std::fill(*dw + c0, *dw + c1, 0.0f);
+    if (*db) std::fill(*db + c0, *db + c1, 0.0f);
   };
 
   if (!plan.split) {
     runtime::ParallelFor(plan.num_blocks, bytes, [&](int64_t b) {
       float *dw, *db;
-      block_partials(b, &dw, &db);
-      if (want_grads) {
-        std::fill(dw, dw + plan.cols, 0.0f);
-        std::fill(db, db + plan.cols, 0.0f);
-      }
+      block_partials(b, 0, plan.cols, &dw, &db);
       for (int64_t row = plan.BlockBegin(b); row < plan.BlockEnd(b); ++row) {
         State state{};
         for (int phase = 0; phase < phases; ++phase) {
@@ -161,11 +177,7 @@ void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, ParamGrad
     const int64_t b = tile / plan.num_chunks, c = tile % plan.num_chunks;
     const int64_t c0 = plan.ChunkBegin(c), c1 = plan.ChunkEnd(c);
     float *dw, *db;
-    block_partials(b, &dw, &db);
-    if (want_grads) {
-      std::fill(dw + c0, dw + c1, 0.0f);
-      std::fill(db + c0, db + c1, 0.0f);
-    }
+    block_partials(b, c0, c1, &dw, &db);
     for (int64_t row = plan.BlockBegin(b); row < plan.BlockEnd(b); ++row)
       kernel.Output(row, c0, c1, states[size_t(row)], dw, db);
   });

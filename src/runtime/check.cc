@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
-#include <vector>
 
 #include "runtime/error.h"
 
@@ -44,8 +43,8 @@ class Buffers {
   }
 
   void CheckOverlaps() const {
-    for (size_t i = 0; i < list_.size(); ++i) {
-      for (size_t j = i + 1; j < list_.size(); ++j) {
+    for (size_t i = 0; i < count_; ++i) {
+      for (size_t j = i + 1; j < count_; ++j) {
         const Buffer& a = list_[i];
         const Buffer& b = list_[j];
         if (!a.output && !b.output) continue;
@@ -67,12 +66,13 @@ class Buffers {
     }
     if (reinterpret_cast<uintptr_t>(b.data) % b.align != 0)
       Fail(fn_, std::string(b.name) + " is not aligned to its " + std::to_string(b.align) + "-byte elements");
-    list_.push_back(b);
+    list_[count_++] = b;
   }
 
   const char* fn_;
   const Problem& p_;
-  std::vector<Buffer> list_;
+  Buffer list_[10];  // the most any call takes; no allocation on the hot path
+  size_t count_ = 0;
 };
 
 }  // namespace
@@ -92,8 +92,9 @@ Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind)
   const rmsnorm_config& c = *config;
   if (c.rows < 0) Fail(fn, "config->rows must be >= 0 (got " + std::to_string(c.rows) + ")");
   if (c.cols < 1) Fail(fn, "config->cols must be >= 1 (got " + std::to_string(c.cols) + ")");
-  if (c.dtype != RMSNORM_F32 && c.dtype != RMSNORM_BF16 && c.dtype != RMSNORM_F16)
-    Fail(fn, "config->dtype is not an rmsnorm_dtype (got " + std::to_string(int(c.dtype)) + ")");
+  const int dtype = RawEnum(c.dtype);
+  if (dtype != RMSNORM_F32 && dtype != RMSNORM_BF16 && dtype != RMSNORM_F16)
+    Fail(fn, "config->dtype is not an rmsnorm_dtype (got " + std::to_string(dtype) + ")");
   // Every byte offset into the largest tensor must fit in ptrdiff_t.
   const int64_t max_elements = INT64_MAX / 8;
   if (c.rows > 0 && c.cols > max_elements / c.rows)

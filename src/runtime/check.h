@@ -4,6 +4,7 @@
 #define RMSNORM_SRC_RUNTIME_CHECK_H_
 
 #include <cstdint>
+#include <cstring>
 
 #include "rmsnorm/rmsnorm.h"
 #include "runtime/problem.h"
@@ -27,6 +28,16 @@ void CheckBackward(const char* fn, const Problem& p, const BackwardArgs& a, Norm
 int64_t PartialSize(int64_t cols, float partial);
 
 size_t DtypeSize(rmsnorm_dtype dtype);
+
+// An enum's value as the integer a C caller passed: any int is legal in C, but reading an
+// out-of-range value through the enum type is undefined in C++, so checks read the bytes.
+template <class Enum>
+int RawEnum(const Enum& value) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized on the supported ABIs");
+  int raw;
+  std::memcpy(&raw, &value, sizeof raw);
+  return raw;
+}
 
 }  // namespace rmsnorm::runtime
 
