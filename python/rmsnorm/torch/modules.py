@@ -134,7 +134,8 @@ def replace_layernorm(module: nn.Module, partial: float = 1.0) -> nn.Module:
         return _rms_from_layer(module, partial)
     done = {}
     for parent in list(module.modules()):
-        for name, child in list(parent.named_children()):
+        # _modules, not named_children(): that skips a module seen before under another name.
+        for name, child in list(parent._modules.items()):
             if _plain_layer_norm(child):
                 if id(child) not in done:
                     done[id(child)] = (child, _rms_from_layer(child, partial))
