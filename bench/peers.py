@@ -4,6 +4,7 @@
     python bench/peers.py                      # the full table and out/peers.png
     python bench/peers.py --quick              # fewer samples, no torch.compile: a smoke run
     python bench/peers.py --shapes 4096x4096 --dtypes f32 --threads 1
+    python bench/peers.py --alloc default       # torch's outputs on fresh pages, as out of the box
 
 For each shape (a decode row, 4096 x 4096, 8192 x 4096) and dtype (f32, bf16) it times, forward and
 forward+backward:
@@ -22,11 +23,15 @@ change in machine load affects all of them alike; the table gives the median tim
 interquartile spread, the effective bandwidth, and each peer's time divided by ours (> 1: ours faster).
 The targets of the issue are evaluated at 4096 x 4096 f32 at the end.
 
-Allocation: torch gives every output fresh memory. On a VM where a first touch of a page is slow, that
-cost can exceed the kernel itself and it is the same for every torch-based peer, which hides the kernels'
-differences. So, unless --no-thp is given (or the variable is already set), THP_MEM_ALLOC_ENABLE=1 is
-set before torch loads: torch then backs large tensors with transparent huge pages, for every peer alike.
-The header reports what allocating and touching one output costs either way.
+Allocation (--alloc). Every torch op returns fresh memory, and glibc serves a block above 32 MiB (a
+4096 x 4096 f32 output is 64 MiB) with new pages from the kernel, which zeroes them: one more write pass
+over the output, paid by every torch-based peer alike, and more than the kernel itself where page faults
+are slow (VMs). ONNX Runtime does not pay it: its arena reuses memory. So that the table compares
+kernels rather than page zeroing, the default, --alloc cached, restarts this script with glibc told to
+keep freed memory for reuse (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_ large), much as the jemalloc or
+tcmalloc that CPU tuning guides for PyTorch recommend would. --alloc default measures the allocator as
+it comes; --alloc thp sets THP_MEM_ALLOC_ENABLE=1 (torch backs large tensors with huge pages). The
+header reports what allocating and filling one fresh output costs under the mode in use.
 """
 import argparse
 import json
@@ -51,7 +56,8 @@ def parse_args(argv=None):
     p.add_argument("--directions", default="fwd,fwd+bwd", help="fwd, fwd+bwd or both")
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile (saves its compile time)")
     p.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime")
-    p.add_argument("--no-thp", action="store_true", help="leave torch's allocator as it is (see above)")
+    p.add_argument("--alloc", choices=("cached", "default", "thp"), default="cached",
+                   help="how outputs are allocated (see above); default: cached")
     p.add_argument("--quick", action="store_true", help="5 samples, 5 ms, no torch.compile")
     p.add_argument("--png", default="out/peers.png", help="bar chart to write ('' for none)")
     p.add_argument("--json", default="out/peers.json", help="raw results to write ('' for none)")
@@ -77,8 +83,7 @@ def parse_args(argv=None):
 
 def main(argv=None):
     args = parse_args(argv)
-    if not args.no_thp:
-        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # must precede the first import of torch
+    setup_allocator(args.alloc, argv)
 
     import numpy as np
     import torch
@@ -130,6 +135,30 @@ def main(argv=None):
         except ImportError:
             print("matplotlib is not installed: no chart (pip install matplotlib)")
     return 0
+
+
+# glibc reads its tunables once, at start-up: the cached mode re-executes this script with them set.
+_CACHED_ENV = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 40), "MALLOC_TOP_PAD_": str(1 << 28)}
+
+
+def setup_allocator(mode, argv):
+    if mode == "thp":
+        os.environ.setdefault("THP_MEM_ALLOC_ENABLE", "1")  # read by torch, so before its import
+    elif mode == "cached" and platform.system() == "Linux" and os.environ.get("RMSNORM_PEERS_ALLOC") != "cached":
+        env = dict(os.environ, RMSNORM_PEERS_ALLOC="cached", **_CACHED_ENV)
+        sys.stdout.flush()
+        script = [sys.executable, os.path.abspath(__file__)] + list(sys.argv[1:] if argv is None else argv)
+        os.execve(sys.executable, script, env)
+
+
+def allocator_description(mode):
+    if mode == "cached":
+        if os.environ.get("RMSNORM_PEERS_ALLOC") == "cached":
+            return "cached (" + " ".join(f"{k}={v}" for k, v in _CACHED_ENV.items()) + ")"
+        return "default (cached mode needs glibc on Linux)"
+    if mode == "thp":
+        return f"thp (THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')})"
+    return "default (the C library's malloc as it comes)"
 
 
 # ---- The peers ----------------------------------------------------------------------------------
@@ -334,7 +363,6 @@ def print_header(args, torch, rmsnorm, ort, ort_why):
     print(f"  versions rmsnorm {rmsnorm.__version__} ({rmsnorm.cpu_target()}, backend {rmsnorm.get_backend()}), "
           f"torch {torch.__version__}, numpy {np.__version__}, "
           f"onnxruntime {ort.__version__ if ort else 'n/a: ' + ort_why}")
-    thp = os.environ.get("THP_MEM_ALLOC_ENABLE", "unset")
     x = torch.empty(4096, 4096)
     t0 = time.perf_counter()
     for _ in range(3):
@@ -344,8 +372,8 @@ def print_header(args, torch, rmsnorm, ort, ort_why):
     for _ in range(3):
         x.fill_(1.0)
     reused = (time.perf_counter() - t0) / 3
-    print(f"  alloc    THP_MEM_ALLOC_ENABLE={thp}; filling a fresh 4096x4096 f32 tensor takes {fmt_time(fresh)}, "
-          f"a reused one {fmt_time(reused)}")
+    print(f"  alloc    {allocator_description(args.alloc)}")
+    print(f"           filling a new 4096x4096 f32 tensor takes {fmt_time(fresh)}, refilling one {fmt_time(reused)}")
     print(f"  samples  {args.samples} per peer, each >= {args.min_sample_ms:g} ms of back-to-back calls; "
           f"eps {args.eps:g} (LayerNorm 1e-5)")
 

@@ -30,10 +30,18 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(params=["eager", "ops"])
+def route(request, monkeypatch):
+    """Run a test through both routes to the kernels: the direct eager one and the torch.library ops."""
+    if request.param == "ops":
+        monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("shape, normalized", [((6, 64), (64,)), ((2, 3, 5, 40), (5, 40)), ((1, 4096), (4096,))])
 @pytest.mark.parametrize("eps", [None, 1e-5])
-def test_module_matches_torch_rmsnorm(dtype, shape, normalized, eps):
+def test_module_matches_torch_rmsnorm(route, dtype, shape, normalized, eps):
     ours = rt.RMSNorm(normalized, eps=eps).to(dtype)
     theirs = torch.nn.RMSNorm(normalized, eps=eps).to(dtype)
     with torch.no_grad():
@@ -64,7 +72,7 @@ def test_eps_none_is_float32_machine_epsilon():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_functional_matches_f_rms_norm(dtype):
+def test_functional_matches_f_rms_norm(route, dtype):
     x = torch.randn(3, 7, 96).to(dtype).requires_grad_()
     w = (torch.rand(96) + 0.5).to(dtype).requires_grad_()
     y, yt = rt.rms_norm(x, [96], w, 1e-6), F.rms_norm(x, [96], w, 1e-6)
@@ -78,7 +86,7 @@ def test_functional_matches_f_rms_norm(dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("affine, bias", [(True, True), (True, False), (False, False)])
-def test_layernorm_matches_torch(dtype, affine, bias):
+def test_layernorm_matches_torch(route, dtype, affine, bias):
     ours = rt.LayerNorm((4, 48), elementwise_affine=affine, bias=bias).to(dtype)
     theirs = torch.nn.LayerNorm((4, 48), elementwise_affine=affine, bias=bias).to(dtype)
     if affine:
@@ -99,7 +107,7 @@ def test_layernorm_matches_torch(dtype, affine, bias):
         assert_close(a, b, dtype, scale=3)
 
 
-def test_layer_norm_functional_matches_f_layer_norm():
+def test_layer_norm_functional_matches_f_layer_norm(route):
     x = torch.randn(8, 33, requires_grad=True)
     w = torch.rand(33, requires_grad=True)
     b = torch.randn(33, requires_grad=True)
@@ -120,7 +128,7 @@ def prms_formula(x, w, eps, partial, offset=0.0, b=None):
 
 
 @pytest.mark.parametrize("partial, n", [(0.0625, 128), (0.125, 100), (0.3, 37), (0.5, 5)])
-def test_prmsnorm_values_and_gradients_match_formula(partial, n):
+def test_prmsnorm_values_and_gradients_match_formula(route, partial, n):
     x = torch.randn(6, n, dtype=torch.float64)
     w = torch.rand(n, dtype=torch.float64) + 0.5
     xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
@@ -140,7 +148,7 @@ def test_prmsnorm_values_and_gradients_match_formula(partial, n):
     torch.testing.assert_close(m(x.float()), y.detach())
 
 
-def test_weight_offset_and_bias_gradients_match_formula():
+def test_weight_offset_and_bias_gradients_match_formula(route):
     n = 24
     x = torch.randn(5, n, dtype=torch.float64)
     w = torch.randn(n, dtype=torch.float64) * 0.1
@@ -156,7 +164,7 @@ def test_weight_offset_and_bias_gradients_match_formula():
 
 
 @pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")
-def test_mixed_dtypes_follow_input_and_weight():
+def test_mixed_dtypes_follow_input_and_weight(route):
     x = torch.randn(4, 32, dtype=torch.bfloat16, requires_grad=True)
     w = (torch.rand(32) + 0.5).requires_grad_()  # f32 gain on bf16 activations
     y = rt.rms_norm(x, (32,), w)
@@ -174,7 +182,7 @@ def test_mixed_dtypes_follow_input_and_weight():
     assert wb.grad.dtype == torch.bfloat16
 
 
-def test_non_contiguous_inputs_and_gradients():
+def test_non_contiguous_inputs_and_gradients(route):
     base = torch.randn(16, 64)
     xs = base[:, ::2]  # strided view of the same values
     assert not xs.is_contiguous()
@@ -187,7 +195,7 @@ def test_non_contiguous_inputs_and_gradients():
     torch.testing.assert_close(xs.grad, xc.grad, rtol=1e-5, atol=1e-6)
 
 
-def test_zero_rows_and_requires_grad_subsets():
+def test_zero_rows_and_requires_grad_subsets(route):
     m = rt.RMSNorm(8)
     x = torch.randn(0, 8, requires_grad=True)
     y = m(x)
@@ -209,19 +217,45 @@ def test_zero_rows_and_requires_grad_subsets():
     torch.testing.assert_close(w_only, ref.weight.grad)
 
 
-def test_eager_inference_path_equals_autograd_path():
+def test_routes_agree_bit_for_bit(monkeypatch):
     x = torch.randn(7, 5, 96)
     w = torch.rand(96) + 0.5
     b = torch.randn(96)
-    with torch.no_grad():
-        direct = rt.rms_norm(x, (96,), w, partial=0.5, bias=b)
-        direct_ln = rt.layer_norm(x, (96,), w, b)
-    via_op = rt.rms_norm(x, (96,), w.requires_grad_(), partial=0.5, bias=b)
-    via_op_ln = rt.layer_norm(x, (96,), w, b)
-    assert via_op.requires_grad and not direct.requires_grad
-    assert torch.equal(direct, via_op.detach()) and torch.equal(direct_ln, via_op_ln.detach())
+    dy = torch.randn(7, 5, 96)
+
+    def run():
+        xg, wg, bg = (t.clone().requires_grad_() for t in (x, w, b))
+        with torch.no_grad():
+            inference = (rt.rms_norm(x, (96,), w, partial=0.5, bias=b), rt.layer_norm(x, (96,), w, b))
+        y = rt.rms_norm(xg, (96,), wg, partial=0.5, bias=bg)
+        z = rt.layer_norm(xg, (96,), wg, bg)
+        assert y.requires_grad and not inference[0].requires_grad
+        return inference + (y.detach(), z.detach()) + grads(y, (xg, wg, bg), dy) + grads(z, (xg, wg, bg), dy)
+
+    eager = run()
+    monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
+    ops = run()
+    for a, b_ in zip(eager, ops):
+        assert torch.equal(a, b_)
+    assert torch.equal(eager[0], eager[2]) and torch.equal(eager[1], eager[3])
     with torch.inference_mode():
-        assert torch.equal(rt.rms_norm(x, (96,), w, partial=0.5, bias=b), direct)
+        assert torch.equal(rt.rms_norm(x, (96,), w, partial=0.5, bias=b), eager[0])
+
+
+def test_autograd_graph_shows_the_route(monkeypatch):
+    x = torch.randn(3, 8, requires_grad=True)
+    assert rt.rms_norm(x, (8,)).grad_fn.name() == "EagerRmsNormBackward"
+    assert rt.layer_norm(x, (8,)).grad_fn.name() == "EagerLayerNormBackward"
+    monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
+    view = rt.rms_norm(x, (8,)).grad_fn  # the op works on (rows, cols); a view restores the shape
+    assert "rmsnorm_rms_norm_fwd" in view.next_functions[0][0].name()
+
+
+def test_double_backward_is_refused_clearly(route):
+    x = torch.randn(3, 8, requires_grad=True)
+    (g,) = torch.autograd.grad(rt.rms_norm(x, (8,)).pow(2).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError):
+        g.sum().backward()
 
 
 def test_dispatch_modes_still_see_the_op():

@@ -30,11 +30,11 @@ def _find(module, name):
     return getattr(module, name, None) if module is not None else None
 
 
-# Eager inference (no autograd) skips the dispatcher and calls the CPU implementation straight away: the
-# custom-op machinery costs tens of microseconds a call, more than the kernel itself on a decode row. It
-# is taken only when nothing could observe the difference: plain CPU tensors (no subclass such as
-# FakeTensor), no torch-function or dispatch mode, no functorch transform, not tracing or compiling. If
-# this torch lacks any of the probes, the op is always used.
+# Plain eager calls skip the dispatcher (see _ops.py): inference calls the kernel, training an autograd
+# Function over the same kernels. That route is taken only when nothing could observe the difference:
+# plain CPU tensors (no subclass such as FakeTensor), no torch-function or dispatch mode, no functorch
+# transform, not tracing or compiling, and arguments of the common, valid kind that a few cheap tests
+# confirm. If this torch lacks any of the probes, the ops are always used.
 _functorch = _find(torch._C, "_functorch")
 _PROBES = (
     _find(torch._C, "_is_torch_function_mode_enabled"),
@@ -44,21 +44,50 @@ _PROBES = (
 _FAST_PATH = all(p is not None for p in _PROBES) and hasattr(torch.compiler, "is_compiling")
 
 
-def _direct(input, *params):
+_F32_MAX = 3.4028234663852886e38
+_PARAM_TYPES = (Tensor, torch.nn.Parameter)
+
+
+def _eager_cols(input, normalized_shape, weight, bias):
+    """cols when the eager route may run, else 0 (and the general path checks and dispatches to the ops).
+
+    Cheap by design: exact types and the single-dimension common case only. Anything else, including
+    every kind of bad argument, goes the general way, which raises the descriptive errors.
+    """
+    # First: under torch.compile this is a constant and the rest is never traced.
     if not _FAST_PATH or torch.compiler.is_compiling():
-        return False
-    if type(input) is not Tensor or not input.is_cpu:
-        return False
-    grad = torch.is_grad_enabled() and input.requires_grad
-    for p in params:
+        return 0
+    if type(input) is not Tensor or not input.is_cpu or input.layout != torch.strided:
+        return 0
+    if type(normalized_shape) is int:
+        cols = normalized_shape
+    elif type(normalized_shape) is tuple and len(normalized_shape) == 1 and type(normalized_shape[0]) is int:
+        cols = normalized_shape[0]
+    else:
+        return 0
+    if cols < 1 or input.dim() < 1 or input.shape[-1] != cols or input.dtype not in _ops._CODES:
+        return 0
+    for p in (weight, bias):
         if p is not None:
-            if type(p) is not Tensor and type(p) is not torch.nn.Parameter:
-                return False
-            grad = grad or (torch.is_grad_enabled() and p.requires_grad)
-    if grad:
-        return False
+            if (type(p) not in _PARAM_TYPES or not p.is_cpu or p.dtype not in _ops._CODES or p.dim() != 1
+                    or p.shape[0] != cols):
+                return 0
     mode_enabled, dispatch_stack, interpreter = _PROBES
-    return not mode_enabled() and dispatch_stack() == 0 and interpreter() is None
+    if mode_enabled() or dispatch_stack() != 0 or interpreter() is not None:
+        return 0
+    return cols
+
+
+def _needs_grad(input, weight, bias):
+    return torch.is_grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
+                                        or (bias is not None and bias.requires_grad))
+
+
+def _plain_scalars(*values):
+    # Python floats in range: eps >= 0, 0 < partial <= 1, |weight_offset| finite. NaN fails every test.
+    eps, partial, offset = values
+    return (type(eps) is float and 0.0 <= eps <= _F32_MAX and type(partial) is float and 0.0 < partial <= 1.0
+            and type(offset) is float and -_F32_MAX <= offset <= _F32_MAX)
 
 
 def _check_device(fn, name, t):
@@ -146,6 +175,12 @@ def rms_norm(
     as torch does for float32, bfloat16 and float16 inputs. The output has the input's dtype; weight and
     bias may have another float dtype and are used as float32.
     """
+    e = RMS_NORM_DEFAULT_EPS if eps is None else eps
+    cols = _eager_cols(input, normalized_shape, weight, bias)
+    if cols and _plain_scalars(e, partial, weight_offset):
+        if _needs_grad(input, weight, bias):
+            return _ops.EagerRmsNorm.apply(input, cols, weight, bias, e, partial, weight_offset)
+        return _ops.rms_forward(input, cols, weight, bias, e, partial, weight_offset, False)[0]
     fn = "rmsnorm.torch.rms_norm"
     _check_input(fn, input)
     shape, cols = _check_shape(fn, input, normalized_shape)
@@ -154,8 +189,6 @@ def rms_norm(
     eps = RMS_NORM_DEFAULT_EPS if eps is None else check_eps(fn, eps)
     partial = check_partial(fn, partial)
     weight_offset = check_offset(fn, weight_offset)
-    if _direct(input, w, b):
-        return _ops.rms_norm_direct(input, cols, w, b, eps, partial, weight_offset)
     x = input.reshape(-1, cols).contiguous()
     y, _ = _ops.rms_norm_fwd(x, _flat(w), _flat(b), eps, partial, weight_offset)
     return y.view(input.shape)
@@ -169,14 +202,17 @@ def layer_norm(
     eps: float = 1e-5,
 ) -> Tensor:
     """LayerNorm over the trailing ``normalized_shape`` dimensions, as torch.nn.functional.layer_norm."""
+    cols = _eager_cols(input, normalized_shape, weight, bias)
+    if cols and _plain_scalars(eps, 1.0, 0.0):
+        if _needs_grad(input, weight, bias):
+            return _ops.EagerLayerNorm.apply(input, cols, weight, bias, eps)
+        return _ops.layer_forward(input, cols, weight, bias, eps, False)[0]
     fn = "rmsnorm.torch.layer_norm"
     _check_input(fn, input)
     shape, cols = _check_shape(fn, input, normalized_shape)
     w = _check_param(fn, "weight", weight, input, shape)
     b = _check_param(fn, "bias", bias, input, shape)
     eps = check_eps(fn, eps)
-    if _direct(input, w, b):
-        return _ops.layer_norm_direct(input, cols, w, b, eps)
     x = input.reshape(-1, cols).contiguous()
     y, _, _ = _ops.layer_norm_fwd(x, _flat(w), _flat(b), eps)
     return y.view(input.shape)
