@@ -455,8 +455,8 @@ def plot(results, path):
                     xs.append(g + (i - (len(peers) - 1) / 2) * width)
                     ys.append(r["bytes"] / r["median_s"] / GB)
             kind = next(r["kind"] for r in rs if r["peer"] == peer)
-            bars = ax.bar(xs, ys, width, label=peer, color=colors(i % 10),
-                          edgecolor="black" if kind == "ours" else "none", hatch="//" if kind == "bound" else None)
+            bars = ax.bar(xs, ys, width, label=peer, color=colors(i % 10), edgecolor="black",
+                          linewidth=1.6 if kind == "ours" else 0.0, hatch="//" if kind == "bound" else None)
             for bar, y in zip(bars, ys):
                 ax.annotate(f"{y:.1f}", (bar.get_x() + bar.get_width() / 2, y), ha="center", va="bottom", fontsize=6)
         ax.set_xticks(range(len(groups)))
@@ -464,7 +464,7 @@ def plot(results, path):
         ax.set_yscale("log")
         ax.set_ylabel("effective GB/s (compulsory bytes / time)")
         ax.set_title(f"{direction}: higher is better; outlined bars are ours")
-        ax.legend(fontsize=7, ncol=2)
+        ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
         ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)

@@ -276,6 +276,20 @@ def test_dispatch_modes_still_see_the_op():
     assert any("rmsnorm.layer_norm_fwd" in s for s in seen), seen
 
 
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+def test_transforms_and_tracers_see_the_op():
+    x = torch.randn(4, 8)
+    w = torch.rand(8) + 0.5
+    # functorch: vmap over a batch dimension gives what a loop gives.
+    per_row = torch.vmap(lambda r: rt.rms_norm(r, (8,), w))(x)
+    torch.testing.assert_close(per_row, rt.rms_norm(x, (8,), w))
+    # jit.trace records dispatcher ops only; the traced graph must contain ours.
+    with torch.no_grad():
+        traced = torch.jit.trace(lambda t: rt.rms_norm(t, (8,), w), (x,), check_trace=False)
+    assert "rmsnorm::rms_norm_fwd" in str(traced.graph)
+    torch.testing.assert_close(traced(x * 2), rt.rms_norm(x * 2, (8,), w))
+
+
 def test_meta_tensors_give_shapes():
     m = rt.RMSNorm((3, 16), device="meta")
     y = m(torch.empty(2, 3, 16, device="meta", dtype=torch.float32))

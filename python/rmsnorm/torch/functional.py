@@ -33,13 +33,14 @@ def _find(module, name):
 # Plain eager calls skip the dispatcher (see _ops.py): inference calls the kernel, training an autograd
 # Function over the same kernels. That route is taken only when nothing could observe the difference:
 # plain CPU tensors (no subclass such as FakeTensor), no torch-function or dispatch mode, no functorch
-# transform, not tracing or compiling, and arguments of the common, valid kind that a few cheap tests
-# confirm. If this torch lacks any of the probes, the ops are always used.
+# transform, not compiling, not tracing (jit.trace), and arguments of the common, valid kind that a few
+# cheap tests confirm. If this torch lacks any of the probes, the ops are always used.
 _functorch = _find(torch._C, "_functorch")
 _PROBES = (
     _find(torch._C, "_is_torch_function_mode_enabled"),
     _find(torch._C, "_len_torch_dispatch_stack"),
     _find(_functorch, "peek_interpreter_stack"),
+    _find(torch._C, "_get_tracing_state"),  # torch.jit.trace records dispatcher ops only
 )
 _FAST_PATH = all(p is not None for p in _PROBES) and hasattr(torch.compiler, "is_compiling")
 
@@ -72,8 +73,8 @@ def _eager_cols(input, normalized_shape, weight, bias):
             if (type(p) not in _PARAM_TYPES or not p.is_cpu or p.dtype not in _ops._CODES or p.dim() != 1
                     or p.shape[0] != cols):
                 return 0
-    mode_enabled, dispatch_stack, interpreter = _PROBES
-    if mode_enabled() or dispatch_stack() != 0 or interpreter() is not None:
+    mode_enabled, dispatch_stack, interpreter, jit_tracing = _PROBES
+    if mode_enabled() or dispatch_stack() != 0 or interpreter() is not None or jit_tracing() is not None:
         return 0
     return cols
 
