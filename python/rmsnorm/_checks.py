@@ -9,10 +9,10 @@ where it turns a float into a symbol, and a NaN fails every comparison, so the r
 """
 import numbers
 
-_F32_MAX = 3.4028234663852886e38
+F32_MAX = 3.4028234663852886e38
 
 
-def check_real(fn, name, value, *, low=-_F32_MAX, low_open=False, high=_F32_MAX):
+def check_real(fn, name, value, *, low=-F32_MAX, low_open=False, high=F32_MAX):
     """A real number in [low, high] (or (low, high]); bool is refused (eps=True is a mistake, not 1.0)."""
     if type(value) is not float:  # the common case skips the slower abstract-class check
         if type(value).__name__ in ("SymFloat", "SymInt"):  # torch.compile's symbols stay symbols
@@ -25,7 +25,7 @@ def check_real(fn, name, value, *, low=-_F32_MAX, low_open=False, high=_F32_MAX)
     if not (above and value <= high):
         if low_open:
             want = f"> {low} and <= {high}"
-        elif low == -_F32_MAX and high == _F32_MAX:
+        elif low == -F32_MAX and high == F32_MAX:
             want = "finite (within the float32 range)"
         else:
             want = f">= {low} and <= {high}"

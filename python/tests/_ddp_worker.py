@@ -1,6 +1,7 @@
 """A DDP training step in one of two gloo processes, for test_ddp.py (spawned, so importable by name)."""
 import datetime
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -32,6 +33,9 @@ def train(model, x, y):
 
 
 def run(rank, world, port, out_dir):
+    if sys.platform.startswith("linux"):
+        # Keep gloo's connections on the loopback device: a sandbox may have no other usable interface.
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     torch.set_num_threads(1)
     rmsnorm.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,

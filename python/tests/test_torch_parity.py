@@ -276,7 +276,7 @@ def test_dispatch_modes_still_see_the_op():
     assert any("rmsnorm.layer_norm_fwd" in s for s in seen), seen
 
 
-@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning")
+@pytest.mark.filterwarnings("ignore::torch.jit.TracerWarning", "ignore:There is a performance drop", "ignore:.*jit.trace. is deprecated")
 def test_transforms_and_tracers_see_the_op():
     x = torch.randn(4, 8)
     w = torch.rand(8) + 0.5

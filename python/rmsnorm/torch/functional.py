@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from .._checks import check_eps, check_offset, check_partial
+from .._checks import F32_MAX, check_eps, check_offset, check_partial
 from . import _ops
 
 # torch.nn.RMSNorm's eps=None: the machine epsilon of the computation type, which is float32 for the
@@ -44,8 +44,6 @@ _PROBES = (
 )
 _FAST_PATH = all(p is not None for p in _PROBES) and hasattr(torch.compiler, "is_compiling")
 
-
-_F32_MAX = 3.4028234663852886e38
 _PARAM_TYPES = (Tensor, torch.nn.Parameter)
 
 
@@ -87,8 +85,8 @@ def _needs_grad(input, weight, bias):
 def _plain_scalars(*values):
     # Python floats in range: eps >= 0, 0 < partial <= 1, |weight_offset| finite. NaN fails every test.
     eps, partial, offset = values
-    return (type(eps) is float and 0.0 <= eps <= _F32_MAX and type(partial) is float and 0.0 < partial <= 1.0
-            and type(offset) is float and -_F32_MAX <= offset <= _F32_MAX)
+    return (type(eps) is float and 0.0 <= eps <= F32_MAX and type(partial) is float and 0.0 < partial <= 1.0
+            and type(offset) is float and -F32_MAX <= offset <= F32_MAX)
 
 
 def _check_device(fn, name, t):
