@@ -1,0 +1,128 @@
+"""The NumPy front end: each function normalizes the last axis of an array of any leading shape.
+
+x may be float32, float16, or bfloat16 as NumPy holds it through ml_dtypes; the output has x's dtype.
+weight and bias may be any of those dtypes or float64 and are used as float32, which is what the kernels
+take (the statistics and the arithmetic are f32 or wider whatever the storage).
+"""
+import numpy as np
+
+from . import _C
+from ._checks import check_eps, check_offset, check_partial
+
+# Keyed by dtype object: dtype.name costs microseconds per call. ml_dtypes' bfloat16 joins on first sight,
+# recognized by name, so that ml_dtypes stays optional.
+_CODES = {np.dtype(np.float32): _C.F32, np.dtype(np.float16): _C.F16}
+_PARAM_DTYPES = {np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)}
+
+
+def _is_bfloat16(dtype):
+    return dtype.name == "bfloat16" and dtype.itemsize == 2
+
+
+def _dtype_code(fn, x):
+    code = _CODES.get(x.dtype)
+    if code is None:
+        if not _is_bfloat16(x.dtype):
+            raise TypeError(
+                f"{fn}: x has dtype {x.dtype}; supported are float32, float16 and bfloat16 (ml_dtypes). "
+                f"Convert first, e.g. x.astype(np.float32)"
+            )
+        code = _CODES[x.dtype] = _C.BF16
+        _PARAM_DTYPES.add(x.dtype)
+    return code
+
+
+def _input(fn, x):
+    if not isinstance(x, np.ndarray):
+        raise TypeError(f"{fn}: x must be a numpy.ndarray, got {type(x).__name__}")
+    code = _dtype_code(fn, x)
+    if x.ndim == 0:
+        raise ValueError(f"{fn}: x must have at least one axis (the one normalized), got a 0-d array")
+    if x.shape[-1] == 0:
+        raise ValueError(f"{fn}: the last axis of x must not be empty, got shape {x.shape}")
+    # The kernels read rows back to back; any other layout is copied once, as NumPy's own ufuncs would.
+    return np.ascontiguousarray(x), code
+
+
+def _param(fn, name, p, cols):
+    if p is None:
+        return None
+    if not isinstance(p, np.ndarray):
+        raise TypeError(f"{fn}: {name} must be a numpy.ndarray or None, got {type(p).__name__}")
+    if p.dtype not in _PARAM_DTYPES and not _is_bfloat16(p.dtype):
+        raise TypeError(f"{fn}: {name} has dtype {p.dtype}; use float32, float16, bfloat16 or float64")
+    if p.shape != (cols,):
+        raise ValueError(f"{fn}: {name} must have shape ({cols},) to match the last axis of x, got {p.shape}")
+    return np.ascontiguousarray(p, dtype=np.float32)
+
+
+def _output(fn, out, x, params):
+    if out is None:
+        return np.empty_like(x)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"{fn}: out must be a numpy.ndarray or None, got {type(out).__name__}")
+    if out.dtype != x.dtype or out.shape != x.shape:
+        raise ValueError(
+            f"{fn}: out must have x's shape {x.shape} and dtype {x.dtype}, got {out.shape} {out.dtype}"
+        )
+    if not out.flags.c_contiguous:
+        raise ValueError(f"{fn}: out must be C-contiguous (the kernels write rows back to back)")
+    if not out.flags.writeable:
+        raise ValueError(f"{fn}: out is read-only")
+    # The kernels allow out to be x itself (in place) and nothing else that shares memory with an input.
+    if np.may_share_memory(out, x) and out.__array_interface__["data"][0] != x.__array_interface__["data"][0]:
+        raise ValueError(f"{fn}: out overlaps x without being x; pass out=x for in place, or a separate array")
+    for name, p in params:
+        if p is not None and np.may_share_memory(out, p):
+            raise ValueError(f"{fn}: out overlaps {name}")
+    return out
+
+
+def rms_norm(x, weight=None, eps=1e-6, partial=1.0, *, bias=None, weight_offset=0.0, out=None):
+    """RMSNorm over the last axis: y = x / sqrt(mean(x[..., :k]**2) + eps) * (weight_offset + weight) (+ bias).
+
+    partial < 1 is pRMSNorm: the mean square is taken over the first k = max(1, ceil(partial * n)) of the
+    n elements (see rmsnorm.partial_size) and applied to all n. weight_offset is the Gemma-style gain
+    offset, (1 + w) with weight_offset=1. out may be x itself for an in-place update.
+    """
+    fn = "rmsnorm.rms_norm"
+    x, code = _input(fn, x)
+    cols = x.shape[-1]
+    weight = _param(fn, "weight", weight, cols)
+    bias = _param(fn, "bias", bias, cols)
+    eps, partial, weight_offset = check_eps(fn, eps), check_partial(fn, partial), check_offset(fn, weight_offset)
+    y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
+    _C.rms_forward(x.size // cols, cols, code, eps, partial, weight_offset, x, weight, bias, y, None)
+    return y
+
+
+def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
+    """LayerNorm over the last axis: y = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias.
+
+    The baseline RMSNorm is compared with; eps defaults to 1e-5 as in torch.nn.LayerNorm.
+    """
+    fn = "rmsnorm.layer_norm"
+    x, code = _input(fn, x)
+    cols = x.shape[-1]
+    weight = _param(fn, "weight", weight, cols)
+    bias = _param(fn, "bias", bias, cols)
+    eps = check_eps(fn, eps)
+    y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
+    _C.layer_forward(x.size // cols, cols, code, eps, 0.0, x, weight, bias, y, None, None)
+    return y
+
+
+def l2_norm(x, weight=None, eps=1e-12, *, bias=None, out=None):
+    """L2-Norm over the last axis: y = x / sqrt(sum(x**2) + eps) * weight (+ bias).
+
+    The paper's other baseline: RMSNorm without the 1/n, so y = rms_norm(x) / sqrt(n) when eps is 0.
+    """
+    fn = "rmsnorm.l2_norm"
+    x, code = _input(fn, x)
+    cols = x.shape[-1]
+    weight = _param(fn, "weight", weight, cols)
+    bias = _param(fn, "bias", bias, cols)
+    eps = check_eps(fn, eps)
+    y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
+    _C.l2_forward(x.size // cols, cols, code, eps, 0.0, x, weight, bias, y, None)
+    return y

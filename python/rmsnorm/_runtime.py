@@ -1,0 +1,72 @@
+"""Process-wide settings of the library and what it reports about itself."""
+import contextlib
+
+from . import _C
+from ._checks import check_int, check_partial
+
+__version__ = _C.version()
+
+_BACKENDS = {"auto": _C.BACKEND_AUTO, "reference": _C.BACKEND_REFERENCE}
+_BACKEND_NAMES = {code: name for name, code in _BACKENDS.items()}
+
+
+def partial_size(cols, partial):
+    """k, the number of leading elements pRMSNorm takes its statistic from: max(1, ceil(partial * cols)).
+
+    Computed by the library, so it is exactly the k the kernels use. A product within f32 rounding of an
+    integer counts as that integer (partial=0.1, cols=10 gives 1).
+    """
+    fn = "rmsnorm.partial_size"
+    cols = check_int(fn, "cols", cols, low=1)
+    partial = check_partial(fn, partial)
+    return _C.partial_size(cols, partial)
+
+
+def set_num_threads(n):
+    """Threads the kernels use; 0 means all hardware threads. Results do not depend on it, bit for bit.
+
+    The default is all hardware threads, or RMSNORM_NUM_THREADS from the environment. It is separate from
+    torch.set_num_threads: the kernels run on the library's own thread pool.
+    """
+    n = check_int("rmsnorm.set_num_threads", "n", n, low=0)
+    if n > 2**31 - 1:
+        raise ValueError(f"rmsnorm.set_num_threads: n must fit in a C int, got {n}")
+    _C.set_num_threads(n)
+
+
+def get_num_threads():
+    """Threads the kernels use."""
+    return _C.get_num_threads()
+
+
+def set_backend(name):
+    """'auto' (the SIMD kernels, threaded) or 'reference' (plain loops in double: the test oracle).
+
+    Process-wide; the environment variable RMSNORM_BACKEND=reference selects the reference at start-up.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"rmsnorm.set_backend: name must be a str, got {type(name).__name__}")
+    if name not in _BACKENDS:
+        raise ValueError(f"rmsnorm.set_backend: name must be one of {sorted(_BACKENDS)}, got {name!r}")
+    _C.set_backend(_BACKENDS[name])
+
+
+def get_backend():
+    """'auto' or 'reference'."""
+    return _BACKEND_NAMES[_C.get_backend()]
+
+
+@contextlib.contextmanager
+def use_backend(name):
+    """Run a block on one backend and restore the previous one after: ``with rmsnorm.use_backend('reference'):``."""
+    previous = get_backend()
+    set_backend(name)
+    try:
+        yield
+    finally:
+        set_backend(previous)
+
+
+def cpu_target():
+    """The SIMD target the kernels run on in this process ("AVX2", "AVX3", "NEON", ...)."""
+    return _C.cpu_target()

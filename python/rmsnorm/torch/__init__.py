@@ -1,0 +1,10 @@
+"""rmsnorm.torch: the rmsnorm kernels as a drop-in for torch.nn.RMSNorm, F.rms_norm, nn.LayerNorm, F.layer_norm.
+
+The kernels are registered as torch.library custom ops (namespace ``rmsnorm``) with fake implementations
+and autograd through the fused backward kernels, so the modules train, work under torch.compile with
+fullgraph=True, and under DistributedDataParallel. CPU tensors only, for now.
+"""
+from .functional import RMS_NORM_DEFAULT_EPS, layer_norm, rms_norm
+from .modules import LayerNorm, RMSNorm, replace_layernorm
+
+__all__ = ["LayerNorm", "RMSNorm", "RMS_NORM_DEFAULT_EPS", "layer_norm", "replace_layernorm", "rms_norm"]

@@ -1,0 +1,269 @@
+"""The kernels for torch: as torch.library custom ops (fake implementations, autograd) and, for plain
+eager calls, as direct calls.
+
+Two routes, one set of kernel calls:
+- The custom ops (namespace ``rmsnorm``) are what torch.compile, export, FakeTensor, dispatch modes and
+  functorch see: each is a single opaque node with a fake implementation giving output shapes, and
+  register_autograd routes the backward to the fused backward kernel with the statistics that the
+  forward saved. They take 2-D contiguous (rows, cols) activations and 1-D parameters.
+- Plain eager calls (functional.py decides when; see _eager_cols there) skip the dispatcher, whose
+  Python custom-op machinery costs tens of microseconds a call: more than the kernel on a decode row.
+  Inference calls the forward directly; training goes through EagerRmsNorm / EagerLayerNorm, ordinary
+  autograd Functions over the same kernel calls.
+
+    x, y, dy, dx: (rows, cols), or any shape whose last dims hold cols elements, in f32/bf16/f16
+    weight, bias: (cols) in any of those dtypes (used as f32), or None for "absent"
+    mean, rstd:   (rows) float32
+    dweight, dbias: (cols) float32, or (0,) when not asked for
+"""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .. import _C
+
+_CODES = {torch.float32: _C.F32, torch.bfloat16: _C.BF16, torch.float16: _C.F16}
+
+
+# Every tensor whose address goes to the kernel is bound to a local first, so that it outlives the call.
+def _as_f32(p: Optional[Tensor]) -> Optional[Tensor]:
+    if p is None or (p.dtype == torch.float32 and p.is_contiguous()):
+        return p
+    return p.to(torch.float32).contiguous()
+
+
+def _address(t: Optional[Tensor]) -> Optional[int]:
+    return None if t is None else t.data_ptr()
+
+
+def _like(x: Tensor) -> Tensor:
+    # x is contiguous here; empty_like is the cheapest eager allocation (torch.empty parses more).
+    return torch.empty_like(x, memory_format=torch.contiguous_format)
+
+
+def _stats(rows: int, wanted: bool, device) -> Optional[Tensor]:
+    return torch.empty((rows,), dtype=torch.float32, device=device) if wanted else None
+
+
+def _grad_buffer(cols: int, wanted: bool, device) -> Tensor:
+    # Zeros, not empty: with rows = 0 the kernel touches nothing and the sum over no rows is 0.
+    return torch.zeros((cols if wanted else 0,), dtype=torch.float32, device=device)
+
+
+# ---- Kernel calls -------------------------------------------------------------------------------
+
+
+def rms_forward(x: Tensor, cols: int, weight, bias, eps: float, partial: float, weight_offset: float, want_rstd: bool):
+    x = x.contiguous()
+    rows = x.numel() // cols
+    w, b = _as_f32(weight), _as_f32(bias)
+    y, rstd = _like(x), _stats(rows, want_rstd, x.device)
+    _C.rms_forward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, x.data_ptr(), _address(w), _address(b),
+                   y.data_ptr(), _address(rstd))
+    return y, rstd
+
+
+def rms_backward(dy: Tensor, x: Tensor, cols: int, weight, rstd: Tensor, eps: float, partial: float,
+                 weight_offset: float, need_dweight: bool, need_dbias: bool):
+    x = x.contiguous()
+    dy = dy.to(x.dtype).contiguous()  # autograd may hand over an expanded or strided gradient
+    rows = x.numel() // cols
+    w, rstd = _as_f32(weight), rstd.contiguous()
+    dx = _like(x)
+    dw, db = _grad_buffer(cols, need_dweight, x.device), _grad_buffer(cols, need_dbias, x.device)
+    _C.rms_backward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, dy.data_ptr(), x.data_ptr(), _address(w),
+                    rstd.data_ptr(), dx.data_ptr(), dw.data_ptr() if need_dweight else None,
+                    db.data_ptr() if need_dbias else None)
+    return dx, dw, db
+
+
+def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bool):
+    x = x.contiguous()
+    rows = x.numel() // cols
+    w, b = _as_f32(weight), _as_f32(bias)
+    y, mean, rstd = _like(x), _stats(rows, want_stats, x.device), _stats(rows, want_stats, x.device)
+    _C.layer_forward(rows, cols, _CODES[x.dtype], eps, 0.0, x.data_ptr(), _address(w), _address(b), y.data_ptr(),
+                     _address(mean), _address(rstd))
+    return y, mean, rstd
+
+
+def layer_backward(dy: Tensor, x: Tensor, cols: int, weight, mean: Tensor, rstd: Tensor, eps: float,
+                   need_dweight: bool, need_dbias: bool):
+    x = x.contiguous()
+    dy = dy.to(x.dtype).contiguous()
+    rows = x.numel() // cols
+    w, mean, rstd = _as_f32(weight), mean.contiguous(), rstd.contiguous()
+    dx = _like(x)
+    dw, db = _grad_buffer(cols, need_dweight, x.device), _grad_buffer(cols, need_dbias, x.device)
+    _C.layer_backward(rows, cols, _CODES[x.dtype], eps, 0.0, dy.data_ptr(), x.data_ptr(), _address(w),
+                      mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), dw.data_ptr() if need_dweight else None,
+                      db.data_ptr() if need_dbias else None)
+    return dx, dw, db
+
+
+def _param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype):
+    # Gradients come back in each parameter's own dtype (a bf16 weight gets a bf16 grad), like torch's.
+    return dw.to(weight_dtype) if need_dw else None, db.to(bias_dtype) if need_db else None
+
+
+def _dtype(p: Optional[Tensor]):
+    return None if p is None else p.dtype
+
+
+# ---- Custom ops: RMSNorm, pRMSNorm --------------------------------------------------------------
+
+
+@torch.library.custom_op("rmsnorm::rms_norm_fwd", mutates_args=(), device_types="cpu")
+def rms_norm_fwd(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float, weight_offset: float
+) -> tuple[Tensor, Tensor]:
+    return rms_forward(x, x.shape[1], weight, bias, eps, partial, weight_offset, True)
+
+
+@rms_norm_fwd.register_fake
+def _(x, weight, bias, eps, partial, weight_offset):
+    return x.new_empty(x.shape), x.new_empty((x.shape[0],), dtype=torch.float32)
+
+
+@torch.library.custom_op("rmsnorm::rms_norm_bwd", mutates_args=(), device_types="cpu")
+def rms_norm_bwd(
+    dy: Tensor,
+    x: Tensor,
+    weight: Optional[Tensor],
+    rstd: Tensor,
+    eps: float,
+    partial: float,
+    weight_offset: float,
+    need_dweight: bool,
+    need_dbias: bool,
+) -> tuple[Tensor, Tensor, Tensor]:
+    return rms_backward(dy, x, x.shape[1], weight, rstd, eps, partial, weight_offset, need_dweight, need_dbias)
+
+
+@rms_norm_bwd.register_fake
+def _(dy, x, weight, rstd, eps, partial, weight_offset, need_dweight, need_dbias):
+    cols = x.shape[1]
+    return (
+        x.new_empty(x.shape),
+        x.new_empty((cols if need_dweight else 0,), dtype=torch.float32),
+        x.new_empty((cols if need_dbias else 0,), dtype=torch.float32),
+    )
+
+
+def _rms_setup_context(ctx, inputs, output):
+    x, weight, bias, eps, partial, weight_offset = inputs
+    ctx.save_for_backward(x, weight, output[1])
+    ctx.config = (eps, partial, weight_offset)
+    ctx.dtypes = (_dtype(weight), _dtype(bias))
+    ctx.mark_non_differentiable(output[1])
+
+
+def _rms_backward(ctx, dy, _drstd):
+    x, weight, rstd = ctx.saved_tensors
+    need_dx, need_dw, need_db = ctx.needs_input_grad[:3]
+    dx, dw, db = rms_norm_bwd(dy, x, weight, rstd, *ctx.config, need_dw, need_db)
+    return (dx if need_dx else None, *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None, None, None)
+
+
+rms_norm_fwd.register_autograd(_rms_backward, setup_context=_rms_setup_context)
+
+
+# ---- Custom ops: LayerNorm ----------------------------------------------------------------------
+
+
+@torch.library.custom_op("rmsnorm::layer_norm_fwd", mutates_args=(), device_types="cpu")
+def layer_norm_fwd(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    return layer_forward(x, x.shape[1], weight, bias, eps, True)
+
+
+@layer_norm_fwd.register_fake
+def _(x, weight, bias, eps):
+    rows = x.shape[0]
+    return x.new_empty(x.shape), x.new_empty((rows,), dtype=torch.float32), x.new_empty((rows,), dtype=torch.float32)
+
+
+@torch.library.custom_op("rmsnorm::layer_norm_bwd", mutates_args=(), device_types="cpu")
+def layer_norm_bwd(
+    dy: Tensor,
+    x: Tensor,
+    weight: Optional[Tensor],
+    mean: Tensor,
+    rstd: Tensor,
+    eps: float,
+    need_dweight: bool,
+    need_dbias: bool,
+) -> tuple[Tensor, Tensor, Tensor]:
+    return layer_backward(dy, x, x.shape[1], weight, mean, rstd, eps, need_dweight, need_dbias)
+
+
+@layer_norm_bwd.register_fake
+def _(dy, x, weight, mean, rstd, eps, need_dweight, need_dbias):
+    cols = x.shape[1]
+    return (
+        x.new_empty(x.shape),
+        x.new_empty((cols if need_dweight else 0,), dtype=torch.float32),
+        x.new_empty((cols if need_dbias else 0,), dtype=torch.float32),
+    )
+
+
+def _layer_setup_context(ctx, inputs, output):
+    x, weight, bias, eps = inputs
+    ctx.save_for_backward(x, weight, output[1], output[2])
+    ctx.eps = eps
+    ctx.dtypes = (_dtype(weight), _dtype(bias))
+    ctx.mark_non_differentiable(output[1], output[2])
+
+
+def _layer_backward(ctx, dy, _dmean, _drstd):
+    x, weight, mean, rstd = ctx.saved_tensors
+    need_dx, need_dw, need_db = ctx.needs_input_grad[:3]
+    dx, dw, db = layer_norm_bwd(dy, x, weight, mean, rstd, ctx.eps, need_dw, need_db)
+    return (dx if need_dx else None, *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None)
+
+
+layer_norm_fwd.register_autograd(_layer_backward, setup_context=_layer_setup_context)
+
+
+# ---- Eager training: the same kernels as plain autograd Functions ------------------------------
+
+
+class EagerRmsNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cols, weight, bias, eps, partial, weight_offset):
+        y, rstd = rms_forward(x, cols, weight, bias, eps, partial, weight_offset, True)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.config = (cols, eps, partial, weight_offset)
+        ctx.dtypes = (_dtype(weight), _dtype(bias))
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x, weight, rstd = ctx.saved_tensors
+        need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
+        cols, eps, partial, weight_offset = ctx.config
+        dx, dw, db = rms_backward(dy, x, cols, weight, rstd, eps, partial, weight_offset, need_dw, need_db)
+        return (dx if need_dx else None, None,
+                *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None, None, None)
+
+
+class EagerLayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cols, weight, bias, eps):
+        y, mean, rstd = layer_forward(x, cols, weight, bias, eps, True)
+        ctx.save_for_backward(x, weight, mean, rstd)
+        ctx.config = (cols, eps)
+        ctx.dtypes = (_dtype(weight), _dtype(bias))
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x, weight, mean, rstd = ctx.saved_tensors
+        need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
+        cols, eps = ctx.config
+        dx, dw, db = layer_backward(dy, x, cols, weight, mean, rstd, eps, need_dw, need_db)
+        return (dx if need_dx else None, None, *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None)
