@@ -19,13 +19,14 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := g++ make cmake pkg-config libhwy-dev libgtest-dev libbenchmark-dev libopenblas-dev zlib1g-dev \
                 gnuplot-nox bible-kjv dataset-fashion-mnist python3-venv python3-dev
 
-.PHONY: help deps build test test-cpp test-asan test-python demo repro bench clean
+.PHONY: help deps build python test test-cpp test-asan test-python demo repro bench peers clean
 
 help:
 	@echo "make demo    run the paper reproduction (short) and print the table"
 	@echo "make test    build and run every test (C++, sanitizers, install, Python)"
 	@echo "make bench   run rmsnorm-bench (kernel speed against this machine's memory bandwidth)"
 	@echo "make repro   the longer reproduction: several seeds, mean and spread"
+	@echo "make peers   ours against PyTorch and ONNX Runtime (bench/peers.py)"
 
 # Installs only the Debian packages that are missing.
 deps:
@@ -56,9 +57,21 @@ test-asan: deps
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -E install_test
 
-test-python: deps
+# A venv with torch, NumPy, ONNX Runtime and the build backend; rebuilt when the requirements change.
+$(VENV)/.installed: python/requirements-test.txt
+	@echo "== Python environment in $(VENV) (torch is a large download)"
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --progress-bar off -q --upgrade pip
+	$(VENV)/bin/pip install --progress-bar off -r python/requirements-test.txt
+	touch $@
+
+# Without build isolation pip reuses build/python/ and rebuilds only what changed.
+python: deps $(VENV)/.installed
+	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/pip install --no-build-isolation -q .
+
+test-python: python
 	@echo "== Python tests"
-	@echo "(the Python package lands with its issue)"
+	$(VENV)/bin/python -m pytest python/tests -q
 
 demo: build
 	@echo "(the reproduction lands with its issue)"
@@ -69,5 +82,9 @@ repro: build
 bench: build
 	$(BUILD)/bench/rmsnorm-bench
 
+# Ours against PyTorch and ONNX Runtime on the same arrays (docs/python.md).
+peers: python
+	$(VENV)/bin/python bench/peers.py
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(VENV)

@@ -14,7 +14,7 @@ namespace rmsnorm::cpu::HWY_NAMESPACE {
 template <class T>
 void StoreAs(const float* in, uint16_t* out, size_t n) {
   const DF d;
-  ForEachVector(d, n, [&](size_t i, size_t count) {
+  ForEachVector(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
     Store(d, Load(d, in + i, count), reinterpret_cast<T*>(out) + i, count);
   });
 }
@@ -22,7 +22,7 @@ void StoreAs(const float* in, uint16_t* out, size_t n) {
 template <class T>
 void LoadFrom(const uint16_t* in, float* out, size_t n) {
   const DF d;
-  ForEachVector(d, n, [&](size_t i, size_t count) {
+  ForEachVector(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
     Store(d, Load(d, reinterpret_cast<const T*>(in) + i, count), out + i, count);
   });
 }

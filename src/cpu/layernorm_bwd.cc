@@ -77,7 +77,7 @@ class LayerNormBackwardKernel {
     float sum_u, sum_u_centered;
     Reduce2(
         d, size_t(c1 - c0),
-        [&](VF& acc_u, VF& acc_uc, size_t i, size_t count) {
+        [&](VF& acc_u, VF& acc_uc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
           const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, offset, i, count));
           acc_u = hn::Add(acc_u, u);
           acc_uc = hn::MulAdd(u, hn::Sub(Load(d, x_ + at + i, count), m), acc_uc);  // u is 0 past count
@@ -144,7 +144,7 @@ class LayerNormBackwardKernel {
     const T* x = x_ + at + c0;
     T* dx = dx_ + at + c0;
     const float* w = weight_ + (kWeight ? c0 : 0);
-    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(hn::Sub(Load(d, x + i, count), mean), rstd);
       const VF u = hn::Mul(dyv, Gain<kWeight>(d, w, offset, i, count));

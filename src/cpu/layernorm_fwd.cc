@@ -90,7 +90,7 @@ class LayerNormForwardKernel {
     const VF mean = hn::Set(d, s.mean);
     const VF rstd = hn::Set(d, s.rstd);
     const VF offset = hn::Set(d, p_.weight_offset);
-    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF xhat = hn::Mul(hn::Sub(Load(d, in + i, count), mean), rstd);
       Store(d, ScaleShift<kWeight, kBias>(d, xhat, w, b, offset, i, count), out + i, count);
     });

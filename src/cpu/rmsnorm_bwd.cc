@@ -62,7 +62,7 @@ class RmsBackwardKernel {
     const VF offset = hn::Set(d, p_.weight_offset);
     const float* w = weight_ + (kWeight ? c0 : 0);
     Partial partial;
-    partial.dot = Reduce1(d, size_t(c1 - c0), [&](VF& acc, size_t i, size_t count) {
+    partial.dot = Reduce1(d, size_t(c1 - c0), [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, offset, i, count));
       acc = hn::MulAdd(u, Load(d, x_ + at + i, count), acc);
     });
@@ -125,7 +125,7 @@ class RmsBackwardKernel {
     const T* x = x_ + at + c0;
     T* dx = dx_ + at + c0;
     const float* w = weight_ + (kWeight ? c0 : 0);
-    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF g = Gain<kWeight>(d, w, offset, i, count);
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(Load(d, x + i, count), rstd);

@@ -53,7 +53,7 @@ class RmsForwardKernel {
     if constexpr (kAdd) {
       const DF d;
       const int64_t at = row * p_.cols + c0;
-      ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+      ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
         Store(d, hn::Add(Load(d, x_ + at + i, count), Load(d, residual_ + at + i, count)), h_ + at + i, count);
       });
     }
@@ -92,7 +92,7 @@ class RmsForwardKernel {
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     const VF offset = hn::Set(d, p_.weight_offset);
-    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) {
+    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF normed = hn::Mul(Load(d, in + i, count), rstd);
       Store(d, ScaleShift<kWeight, kBias>(d, normed, w, b, offset, i, count), out + i, count);
     });

@@ -112,75 +112,109 @@ HWY_INLINE void StoreFull(DF d, VF v, hwy::float16_t* p) {
 
 constexpr size_t kMaxLanes = hn::MaxLanes(DF());
 
+// Out of line and cold: the hot loops stay small enough to inline their per-vector bodies.
 template <class T>
-HWY_INLINE VF Load(DF d, const T* p, size_t count) {
-  if (HWY_LIKELY(count == hn::Lanes(d))) return LoadFull(d, p);
+HWY_NOINLINE VF LoadPartial(DF d, const T* p, size_t count) {
   HWY_ALIGN T buffer[kMaxLanes] = {};
   std::memcpy(buffer, p, HWY_MIN(count, kMaxLanes) * sizeof(T));  // count < Lanes; the bound is for the compiler
   return LoadFull(d, buffer);
 }
 
 template <class T>
-HWY_INLINE void Store(DF d, VF v, T* p, size_t count) {
-  if (HWY_LIKELY(count == hn::Lanes(d))) return StoreFull(d, v, p);
+HWY_NOINLINE void StorePartial(DF d, VF v, T* p, size_t count) {
   HWY_ALIGN T buffer[kMaxLanes];
   StoreFull(d, v, buffer);
   std::memcpy(p, buffer, HWY_MIN(count, kMaxLanes) * sizeof(T));
 }
 
+template <class T>
+HWY_INLINE VF Load(DF d, const T* p, size_t count) {
+  if (HWY_LIKELY(count == hn::Lanes(d))) return LoadFull(d, p);
+  return LoadPartial(d, p, count);
+}
+
+template <class T>
+HWY_INLINE void Store(DF d, VF v, T* p, size_t count) {
+  if (HWY_LIKELY(count == hn::Lanes(d))) return StoreFull(d, v, p);
+  StorePartial(d, v, p, count);
+}
+
+// The per-vector lambdas handed to the loops below must inline into them: a call per vector costs more
+// than the vector's work, and GCC's size heuristics otherwise decline for the bf16/f16 bodies.
+#if defined(__GNUC__)
+#define RMSNORM_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define RMSNORM_INLINE_LAMBDA
+#endif
+
 // Calls body(i, count) for i = 0, N, 2N, ... over [0, n): count is N = Lanes(d) except for a last,
-// partial vector (0 < count < N).
+// partial vector (0 < count < N). Unrolled by two, for the loop overhead; elementwise results do not
+// depend on where a vector falls.
 template <class Body>
 HWY_INLINE void ForEachVector(DF d, size_t n, const Body& body) {
   const size_t N = hn::Lanes(d);
   size_t i = 0;
-  for (; i + N <= n; i += N) body(i, N);
+  for (; i + 2 * N <= n; i += 2 * N) {
+    body(i, N);
+    body(i + N, N);
+  }
+  if (i + N <= n) {
+    body(i, N);
+    i += N;
+  }
   if (i < n) body(i, n - i);
 }
 
-// ---- Reductions over [0, n), four independent accumulators to hide the add latency ----------------
+// ---- Reductions over [0, n), with enough independent accumulators to cover the latency of an FMA at
+// two per cycle (8 chains of 4-cycle latency) --------------------------------------------------------
 
 // sum of step(acc, i, count) updates, where step folds the vector at i into acc.
 template <class Step>
 HWY_INLINE float Reduce1(DF d, size_t n, const Step& step) {
   const size_t N = hn::Lanes(d);
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  VF a4 = hn::Zero(d), a5 = hn::Zero(d), a6 = hn::Zero(d), a7 = hn::Zero(d);
   size_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
+  for (; i + 8 * N <= n; i += 8 * N) {
     step(a0, i, N);
     step(a1, i + N, N);
     step(a2, i + 2 * N, N);
     step(a3, i + 3 * N, N);
+    step(a4, i + 4 * N, N);
+    step(a5, i + 5 * N, N);
+    step(a6, i + 6 * N, N);
+    step(a7, i + 7 * N, N);
   }
   for (; i + N <= n; i += N) step(a0, i, N);
   if (i < n) step(a1, i, n - i);
-  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  const VF sum = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
+  return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
 // Two sums at once: step(acc_a, acc_b, i, count).
 template <class Step>
 HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, float* sum_a, float* sum_b) {
   const size_t N = hn::Lanes(d);
-  VF a0 = hn::Zero(d), a1 = hn::Zero(d), b0 = hn::Zero(d), b1 = hn::Zero(d);
+  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  VF b0 = hn::Zero(d), b1 = hn::Zero(d), b2 = hn::Zero(d), b3 = hn::Zero(d);
   size_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
+  for (; i + 4 * N <= n; i += 4 * N) {
     step(a0, b0, i, N);
     step(a1, b1, i + N, N);
+    step(a2, b2, i + 2 * N, N);
+    step(a3, b3, i + 3 * N, N);
   }
-  if (i + N <= n) {
-    step(a0, b0, i, N);
-    i += N;
-  }
+  for (; i + N <= n; i += N) step(a0, b0, i, N);
   if (i < n) step(a1, b1, i, n - i);
-  *sum_a = hn::GetLane(hn::SumOfLanes(d, hn::Add(a0, a1)));
-  *sum_b = hn::GetLane(hn::SumOfLanes(d, hn::Add(b0, b1)));
+  *sum_a = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  *sum_b = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(b0, b1), hn::Add(b2, b3))));
 }
 
 // sum of x_i^2 over [0, n).
 template <class T>
 HWY_INLINE float SumSquares(const T* x, size_t n) {
   const DF d;
-  return Reduce1(d, n, [&](VF& acc, size_t i, size_t count) {
+  return Reduce1(d, n, [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
     const VF v = Load(d, x + i, count);
     acc = hn::MulAdd(v, v, acc);
   });
@@ -192,13 +226,13 @@ HWY_INLINE float SumSquares(const T* x, size_t n) {
 template <class T>
 HWY_INLINE Moments ChunkMoments(const T* x, size_t n) {
   const DF d;
-  const float sum = Reduce1(d, n, [&](VF& acc, size_t i, size_t count) { acc = hn::Add(acc, Load(d, x + i, count)); });
+  const float sum = Reduce1(d, n, [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA { acc = hn::Add(acc, Load(d, x + i, count)); });
   const float estimate = static_cast<float>(double(sum) / double(n));
   const VF m = hn::Set(d, estimate);
   float sum_d, sum_d2;
   Reduce2(
       d, n,
-      [&](VF& acc_d, VF& acc_d2, size_t i, size_t count) {
+      [&](VF& acc_d, VF& acc_d2, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
         VF deviation = hn::Sub(Load(d, x + i, count), m);
         if (count != hn::Lanes(d)) deviation = hn::IfThenElseZero(hn::FirstN(d, count), deviation);
         acc_d = hn::Add(acc_d, deviation);
