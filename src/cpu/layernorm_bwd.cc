@@ -50,14 +50,16 @@ class LayerNormBackwardKernel {
   using State = LayerNormBackwardState;
   using Partial = LayerNormBackwardPartial;
 
-  LayerNormBackwardKernel(const Problem& p, const BackwardArgs& a)
+  LayerNormBackwardKernel(const Problem& p, const RowPlan& plan, const BackwardArgs& a)
       : p_(p),
+        plan_(plan),
         dy_(static_cast<const T*>(a.dy)),
         x_(static_cast<const T*>(a.x)),
         weight_(a.weight),
         mean_(a.mean),
         rstd_(a.rstd),
-        dx_(static_cast<T*>(a.dx)) {}
+        dx_(static_cast<T*>(a.dx)),
+        dx_in_place_(a.dx == a.dy || a.dx == a.x) {}
 
   int num_phases() const { return recompute() ? 2 : 1; }
 
@@ -144,13 +146,14 @@ class LayerNormBackwardKernel {
     const T* x = x_ + at + c0;
     T* dx = dx_ + at + c0;
     const float* w = weight_ + (kWeight ? c0 : 0);
-    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+    const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, x_);
+    ForEachOutput(d, dx, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(hn::Sub(Load(d, x + i, count), mean), rstd);
       const VF u = hn::Mul(dyv, Gain<kWeight>(d, w, offset, i, count));
       if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
       if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
-      Store(d, hn::Mul(rstd, hn::NegMulAdd(xhat, mean_u_xhat, hn::Sub(u, mean_u))), dx + i, count);
+      return hn::Mul(rstd, hn::NegMulAdd(xhat, mean_u_xhat, hn::Sub(u, mean_u)));
     });
   }
 
@@ -182,16 +185,18 @@ class LayerNormBackwardKernel {
   }
 
   const Problem& p_;
+  const RowPlan& plan_;
   const T* dy_;
   const T* x_;
   const float* weight_;
   const float* mean_;
   const float* rstd_;
   T* dx_;
+  bool dx_in_place_;
 };
 
 void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) {
-  const RowPlan plan = MakePlan(p);
+  const RowPlan plan = MakePlan(p, 3);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
   WithStorage(p.dtype, [&](auto t) {
@@ -199,7 +204,7 @@ void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) {
       WithFlag(a.dweight != nullptr, [&](auto dweight) {
         WithFlag(a.dbias != nullptr, [&](auto dbias) {
           const LayerNormBackwardKernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value>
-              kernel(p, a);
+              kernel(p, plan, a);
           RunRows(plan, bytes, kernel, &grads);
         });
       });

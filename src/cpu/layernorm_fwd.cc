@@ -39,14 +39,16 @@ class LayerNormForwardKernel {
   using State = LayerNormForwardState;
   using Partial = Moments;
 
-  LayerNormForwardKernel(const Problem& p, const ForwardArgs& a)
+  LayerNormForwardKernel(const Problem& p, const RowPlan& plan, const ForwardArgs& a)
       : p_(p),
+        plan_(plan),
         x_(static_cast<const T*>(a.x)),
         weight_(a.weight),
         bias_(a.bias),
         y_(static_cast<T*>(a.y)),
         mean_(a.mean),
-        rstd_(a.rstd) {}
+        rstd_(a.rstd),
+        y_in_place_(a.y == a.x) {}
 
   int num_phases() const { return 1; }
 
@@ -90,29 +92,32 @@ class LayerNormForwardKernel {
     const VF mean = hn::Set(d, s.mean);
     const VF rstd = hn::Set(d, s.rstd);
     const VF offset = hn::Set(d, p_.weight_offset);
-    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+    const OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_);
+    ForEachOutput(d, out, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF xhat = hn::Mul(hn::Sub(Load(d, in + i, count), mean), rstd);
-      Store(d, ScaleShift<kWeight, kBias>(d, xhat, w, b, offset, i, count), out + i, count);
+      return ScaleShift<kWeight, kBias>(d, xhat, w, b, offset, i, count);
     });
   }
 
  private:
   const Problem& p_;
+  const RowPlan& plan_;
   const T* x_;
   const float* weight_;
   const float* bias_;
   T* y_;
   float* mean_;
   float* rstd_;
+  bool y_in_place_;
 };
 
 void LayerNormForwardImpl(const Problem& p, const ForwardArgs& a) {
-  const RowPlan plan = MakePlan(p);
+  const RowPlan plan = MakePlan(p, 2);
   const int64_t bytes = 2 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
   WithStorage(p.dtype, [&](auto t) {
     WithFlag(a.weight != nullptr, [&](auto weight) {
       WithFlag(a.bias != nullptr, [&](auto bias) {
-        const LayerNormForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, a);
+        const LayerNormForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, a);
         RunRows(plan, bytes, kernel, nullptr);
       });
     });

@@ -46,13 +46,15 @@ class RmsBackwardKernel {
   using State = RmsBackwardState;
   using Partial = RmsBackwardPartial;
 
-  RmsBackwardKernel(const Problem& p, const BackwardArgs& a)
+  RmsBackwardKernel(const Problem& p, const RowPlan& plan, const BackwardArgs& a)
       : p_(p),
+        plan_(plan),
         dy_(static_cast<const T*>(a.dy)),
         x_(static_cast<const T*>(a.x)),
         weight_(a.weight),
         rstd_(a.rstd),
-        dx_(static_cast<T*>(a.dx)) {}
+        dx_(static_cast<T*>(a.dx)),
+        dx_in_place_(a.dx == a.dy || a.dx == a.x) {}
 
   int num_phases() const { return 1; }
 
@@ -109,14 +111,15 @@ class RmsBackwardKernel {
     if (s.rare) return RareOutput(at, c0, c1, s, dw, db);
     // [c0, c1) splits at k: the first part gets the correction, the rest does not.
     const int64_t split = std::clamp(p_.k, c0, c1);
-    OutputRange<true>(at, c0, split, s, dw, db);
-    OutputRange<false>(at, split, c1, s, dw, db);
+    OutputRange<true>(row, c0, split, s, dw, db);
+    OutputRange<false>(row, split, c1, s, dw, db);
   }
 
  private:
   template <bool kCorrect>
-  void OutputRange(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
+  void OutputRange(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
     if (c0 >= c1) return;
+    const int64_t at = row * p_.cols;
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     const VF c = hn::Set(d, s.c);
@@ -125,7 +128,8 @@ class RmsBackwardKernel {
     const T* x = x_ + at + c0;
     T* dx = dx_ + at + c0;
     const float* w = weight_ + (kWeight ? c0 : 0);
-    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+    const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, x_);
+    ForEachOutput(d, dx, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF g = Gain<kWeight>(d, w, offset, i, count);
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(Load(d, x + i, count), rstd);
@@ -133,7 +137,7 @@ class RmsBackwardKernel {
       const VF inner = kCorrect ? hn::NegMulAdd(xhat, c, u) : u;
       if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
       if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
-      Store(d, hn::Mul(rstd, inner), dx + i, count);
+      return hn::Mul(rstd, inner);
     });
   }
 
@@ -149,15 +153,17 @@ class RmsBackwardKernel {
   }
 
   const Problem& p_;
+  const RowPlan& plan_;
   const T* dy_;
   const T* x_;
   const float* weight_;
   const float* rstd_;
   T* dx_;
+  bool dx_in_place_;
 };
 
 void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) {
-  const RowPlan plan = MakePlan(p);
+  const RowPlan plan = MakePlan(p, 3);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
   WithStorage(p.dtype, [&](auto t) {
@@ -165,7 +171,7 @@ void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) {
       WithFlag(a.dweight != nullptr, [&](auto dweight) {
         WithFlag(a.dbias != nullptr, [&](auto dbias) {
           const RmsBackwardKernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value>
-              kernel(p, a);
+              kernel(p, plan, a);
           RunRows(plan, bytes, kernel, &grads);
         });
       });

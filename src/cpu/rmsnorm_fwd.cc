@@ -37,15 +37,17 @@ class RmsForwardKernel {
   using State = RmsForwardState;
   using Partial = double;
 
-  RmsForwardKernel(const Problem& p, const ForwardArgs& a)
+  RmsForwardKernel(const Problem& p, const RowPlan& plan, const ForwardArgs& a)
       : p_(p),
+        plan_(plan),
         x_(static_cast<const T*>(a.x)),
         residual_(static_cast<const T*>(a.residual)),
         weight_(a.weight),
         bias_(a.bias),
         y_(static_cast<T*>(a.y)),
         h_(static_cast<T*>(a.residual_out)),
-        rstd_(a.rstd) {}
+        rstd_(a.rstd),
+        y_in_place_(a.y == a.x || a.y == a.residual) {}
 
   int num_phases() const { return 1; }
 
@@ -92,9 +94,10 @@ class RmsForwardKernel {
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     const VF offset = hn::Set(d, p_.weight_offset);
-    ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+    const OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? residual_ : nullptr);
+    ForEachOutput(d, out, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF normed = hn::Mul(Load(d, in + i, count), rstd);
-      Store(d, ScaleShift<kWeight, kBias>(d, normed, w, b, offset, i, count), out + i, count);
+      return ScaleShift<kWeight, kBias>(d, normed, w, b, offset, i, count);
     });
   }
 
@@ -102,6 +105,7 @@ class RmsForwardKernel {
   const T* Input(int64_t row) const { return (kAdd ? h_ : x_) + row * p_.cols; }
 
   const Problem& p_;
+  const RowPlan& plan_;
   const T* x_;
   const T* residual_;
   const float* weight_;
@@ -109,18 +113,19 @@ class RmsForwardKernel {
   T* y_;
   T* h_;
   float* rstd_;
+  bool y_in_place_;
 };
 
 void RmsForwardImpl(const Problem& p, const ForwardArgs& a) {
-  const RowPlan plan = MakePlan(p);
   const int64_t tensors = a.residual ? 4 : 2;
+  const RowPlan plan = MakePlan(p, tensors);
   const int64_t bytes = tensors * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
   WithStorage(p.dtype, [&](auto t) {
     WithFlag(a.weight != nullptr, [&](auto weight) {
       WithFlag(a.bias != nullptr, [&](auto bias) {
         WithFlag(a.residual != nullptr, [&](auto add) {
           const RmsForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value, decltype(add)::value>
-              kernel(p, a);
+              kernel(p, plan, a);
           RunRows(plan, bytes, kernel, nullptr);
         });
       });

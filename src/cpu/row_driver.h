@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "hwy/cache_control.h"
+#include "runtime/cache_info.h"
 #include "runtime/parallel.h"
 #include "runtime/problem.h"
 
@@ -32,12 +34,19 @@ constexpr double kMinF32Statistic = 0x1p-90;
 // The matching bound on a saved rstd: 1 / sqrt(2^-90).
 constexpr float kMaxF32Rstd = 0x1p45f;
 
+// Working sets above this (beyond the per-core L2) prefetch each next row while writing this one.
+constexpr int64_t kPrefetchBytes = int64_t{1} << 20;
+
 struct RowPlan {
   int64_t rows = 0, cols = 0;
   int64_t num_chunks = 1;
   int64_t block_rows = 1, num_blocks = 0;
   // Few long rows: run the reductions on (block, chunk) tiles so every thread has work.
   bool split = false;
+  // Outputs beyond the last-level cache: non-temporal stores (see runtime/cache_info.h).
+  bool stream_outputs = false;
+  // Rows stream from memory: prefetch row r + 1 while writing row r, when a row is one chunk.
+  bool prefetch_rows = false;
 
   int64_t ChunkBegin(int64_t c) const { return c * kChunk; }
   int64_t ChunkEnd(int64_t c) const { return std::min(cols, (c + 1) * kChunk); }
@@ -45,7 +54,8 @@ struct RowPlan {
   int64_t BlockEnd(int64_t b) const { return std::min(rows, (b + 1) * block_rows); }
 };
 
-inline RowPlan MakePlan(const Problem& p) {
+// `tensors`: how many (rows, cols) tensors the call moves, inputs and outputs.
+inline RowPlan MakePlan(const Problem& p, int64_t tensors) {
   RowPlan plan;
   plan.rows = p.rows;
   plan.cols = p.cols;
@@ -57,6 +67,9 @@ inline RowPlan MakePlan(const Problem& p) {
   plan.block_rows = std::max<int64_t>({1, by_size, by_count, by_scratch});
   plan.num_blocks = (p.rows + plan.block_rows - 1) / plan.block_rows;
   plan.split = plan.num_chunks > 1 && plan.num_blocks < 2 * runtime::NumThreads();
+  const int64_t tensor_bytes = p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
+  plan.stream_outputs = tensor_bytes >= runtime::StreamingStoreBytes();
+  plan.prefetch_rows = plan.num_chunks == 1 && p.rows > 1 && tensors * tensor_bytes > kPrefetchBytes;
   return plan;
 }
 
@@ -152,6 +165,7 @@ void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const Par
         for (int64_t c = 0; c < plan.num_chunks; ++c)
           kernel.Output(row, plan.ChunkBegin(c), plan.ChunkEnd(c), state, dw, db);
       }
+      if (plan.stream_outputs) hwy::FlushStream();  // non-temporal stores are weakly ordered
     });
     return;
   }
@@ -180,6 +194,7 @@ void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const Par
     block_partials(b, c0, c1, &dw, &db);
     for (int64_t row = plan.BlockBegin(b); row < plan.BlockEnd(b); ++row)
       kernel.Output(row, c0, c1, states[size_t(row)], dw, db);
+    if (plan.stream_outputs) hwy::FlushStream();
   });
 }
 

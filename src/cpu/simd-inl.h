@@ -44,17 +44,19 @@ HWY_INLINE VF LoadFull(DF d, const hwy::bfloat16_t* p) {
   return hn::PromoteTo(d, hn::LoadU(dbf, p));  // a shift: exact
 }
 
-HWY_INLINE void StoreFull(DF /* d */, VF v, hwy::bfloat16_t* p) {
+using DU16 = hn::Rebind<uint16_t, DF>;
+
+// The bf16 encodings of v's lanes, rounded to nearest even.
+HWY_INLINE hn::Vec<DU16> Bf16Bits(DF /* d */, VF v) {
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
-  const hn::Rebind<uint16_t, DF> du16;
   const auto bits = hn::BitCast(du, v);
   const auto upper = hn::ShiftRight<16>(bits);
   // Round to nearest even: add 0x7FFF plus the lowest kept bit, then drop the low half.
   const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), hn::And(upper, hn::Set(du, 1u)))));
   const auto quiet_nan = hn::Or(upper, hn::Set(du, 0x0040u));
   const auto result = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
-  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, result)), du16, reinterpret_cast<uint16_t*>(p));
+  return hn::DemoteTo(DU16(), hn::BitCast(di, result));
 }
 
 HWY_INLINE VF LoadFull(DF d, const hwy::float16_t* p) {
@@ -79,15 +81,15 @@ HWY_INLINE VF LoadFull(DF d, const hwy::float16_t* p) {
 #endif
 }
 
-HWY_INLINE void StoreFull(DF d, VF v, hwy::float16_t* p) {
+// The f16 encodings of v's lanes, rounded to nearest even.
+HWY_INLINE hn::Vec<DU16> F16Bits(DF d, VF v) {
 #if RMSNORM_HAVE_F16C
   (void)d;
   const hn::Rebind<hwy::float16_t, DF> dh;
-  hn::StoreU(hn::DemoteTo(dh, v), dh, p);
+  return hn::BitCast(DU16(), hn::DemoteTo(dh, v));
 #else
   const hn::RebindToUnsigned<DF> du;
   const hn::RebindToSigned<DF> di;
-  const hn::Rebind<uint16_t, DF> du16;
   const auto bits = hn::BitCast(du, v);
   const auto sign = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 0x8000u));
   const auto magnitude = hn::And(bits, hn::Set(du, 0x7FFFFFFFu));
@@ -103,8 +105,34 @@ HWY_INLINE void StoreFull(DF d, VF v, hwy::float16_t* p) {
   auto result = hn::IfThenElse(hn::RebindMask(du, hn::Lt(signed_magnitude, hn::Set(di, 0x38800000))), subnormal, normal);
   result = hn::IfThenElse(hn::RebindMask(du, hn::Gt(signed_magnitude, hn::Set(di, 0x477FEFFF))), hn::Set(du, 0x7C00u), result);
   result = hn::IfThenElse(hn::RebindMask(du, hn::Gt(signed_magnitude, hn::Set(di, 0x7F800000))), nan, result);
-  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, hn::Or(sign, result))), du16, reinterpret_cast<uint16_t*>(p));
+  return hn::DemoteTo(DU16(), hn::BitCast(di, hn::Or(sign, result)));
 #endif
+}
+
+HWY_INLINE void StoreFull(DF d, VF v, hwy::bfloat16_t* p) {
+  hn::StoreU(Bf16Bits(d, v), DU16(), reinterpret_cast<uint16_t*>(p));
+}
+HWY_INLINE void StoreFull(DF d, VF v, hwy::float16_t* p) {
+  hn::StoreU(F16Bits(d, v), DU16(), reinterpret_cast<uint16_t*>(p));
+}
+
+// Non-temporal: the line goes to memory without being read first. p is aligned to a stored vector.
+// Only a register-wide vector streams: Highway 1.0.3 streams a half-width one (16-bit lanes of an
+// SSE4 f32 vector, 8 bytes) as a full 16-byte store, past its end.
+HWY_INLINE void StoreStream(DF d, VF v, float* p) { hn::Stream(v, d, p); }
+template <class Bits>
+HWY_INLINE void StreamBits(Bits bits, uint16_t* p) {
+  if constexpr (hn::MaxLanes(DU16()) * sizeof(uint16_t) >= 16) {
+    hn::Stream(bits, DU16(), p);
+  } else {
+    hn::StoreU(bits, DU16(), p);
+  }
+}
+HWY_INLINE void StoreStream(DF d, VF v, hwy::bfloat16_t* p) {
+  StreamBits(Bf16Bits(d, v), reinterpret_cast<uint16_t*>(p));
+}
+HWY_INLINE void StoreStream(DF d, VF v, hwy::float16_t* p) {
+  StreamBits(F16Bits(d, v), reinterpret_cast<uint16_t*>(p));
 }
 
 // ---- Any count: the last vector of a range goes through a zero-padded buffer, so nothing beyond the
@@ -163,6 +191,61 @@ HWY_INLINE void ForEachVector(DF d, size_t n, const Body& body) {
     i += N;
   }
   if (i < n) body(i, n - i);
+}
+
+// How an output loop writes (see RowPlan): non-temporal stores for outputs larger than the last-level
+// cache, and prefetches of the next row's inputs so memory keeps streaming while this row computes
+// from cache. Both only change speed, never a result.
+template <class T>
+struct OutputHints {
+  bool stream = false;
+  const T* prefetch_a = nullptr;  // indexed like the output; null for none
+  const T* prefetch_b = nullptr;
+};
+
+// The hints for writing columns [c0, ...) of `row`: stream when the plan says so and the output is not
+// also an input (in place, the line was just read into cache, where ordinary stores are cheapest), and
+// prefetch the same columns of the next row of the inputs `a` and `b` (or null).
+template <class T>
+HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t row, int64_t c0, const T* a,
+                                   const T* b = nullptr) {
+  OutputHints<T> hints;
+  hints.stream = plan.stream_outputs && !in_place;
+  if (plan.prefetch_rows && row + 1 < plan.rows) {
+    const int64_t next = (row + 1) * plan.cols + c0;
+    hints.prefetch_a = a + next;
+    hints.prefetch_b = b ? b + next : nullptr;
+  }
+  return hints;
+}
+
+// Calls v = body(i, count) for every vector of [0, n), as ForEachVector, and stores v to out + i.
+template <class T, class Body>
+HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hints, const Body& body) {
+  auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
+    if (hints.prefetch_a) {
+      __builtin_prefetch(hints.prefetch_a + i, 0, 2);  // into L2: it is read on the next row
+      if (hints.prefetch_b) __builtin_prefetch(hints.prefetch_b + i, 0, 2);
+    }
+    const VF v = body(i, count);
+    if (stream) {
+      StoreStream(d, v, out + i);
+    } else {
+      Store(d, v, out + i, count);
+    }
+  };
+  if (!hints.stream) {
+    return ForEachVector(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
+  }
+  // Ordinary stores up to the first aligned vector, streaming ones through the aligned middle.
+  const size_t N = hn::Lanes(d);
+  const size_t vector_bytes = N * sizeof(T);
+  const size_t misaligned = reinterpret_cast<uintptr_t>(out) % vector_bytes;
+  const size_t head = HWY_MIN(n, misaligned == 0 ? 0 : (vector_bytes - misaligned) / sizeof(T));
+  ForEachVector(d, head, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
+  size_t i = head;
+  for (; i + N <= n; i += N) step(i, N, true);
+  if (i < n) step(i, n - i, false);
 }
 
 // ---- Reductions over [0, n), with enough independent accumulators to cover the latency of an FMA at

@@ -1,0 +1,60 @@
+#include "runtime/cache_info.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace rmsnorm::runtime {
+namespace {
+
+// "32768K" or "32M" from /sys/devices/system/cpu/cpu0/cache/indexN/size.
+int64_t ParseSize(const std::string& text) {
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (value <= 0) return 0;
+  const char unit = end ? *end : '\0';
+  return value * (unit == 'K' ? 1024LL : unit == 'M' ? 1024LL * 1024 : unit == 'G' ? 1024LL * 1024 * 1024 : 1);
+}
+
+std::string ReadLine(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return "";
+  char buffer[64] = {};
+  const bool ok = std::fgets(buffer, sizeof buffer, f) != nullptr;
+  std::fclose(f);
+  return ok ? buffer : "";
+}
+
+int64_t LastLevelCacheBytes() {
+  int best_level = 0;
+  int64_t best_size = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    const int level = std::atoi(ReadLine(dir + "level").c_str());
+    const int64_t size = ParseSize(ReadLine(dir + "size"));
+    if (level > best_level && size > 0) {
+      best_level = level;
+      best_size = size;
+    }
+  }
+  if (best_size > 0) return best_size;
+#ifdef _SC_LEVEL3_CACHE_SIZE
+  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (l3 > 0) return l3;
+#endif
+  return int64_t{32} << 20;
+}
+
+}  // namespace
+
+int64_t StreamingStoreBytes() {
+  static const int64_t bytes = [] {
+    if (const char* env = std::getenv("RMSNORM_STREAM_BYTES")) return int64_t(std::strtoll(env, nullptr, 10));
+    return LastLevelCacheBytes();
+  }();
+  return bytes;
+}
+
+}  // namespace rmsnorm::runtime
