@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "test_util.h"
@@ -64,15 +66,104 @@ TEST(Edge, AnyFiniteMagnitudeWithZeroEps) {
 }
 
 TEST(Edge, LongRowsAtExtremeMagnitudes) {
-  for (double scale : {3e37, 1e-30}) {
+  for (Op op : kAllOps) {
+    for (double scale : {3e37, 1e-30}) {
+      Case c;
+      c.op = op;
+      c.rows = 2;
+      c.cols = 40000;  // several reduction chunks
+      c.eps = 0.0f;
+      Inputs in = MakeInputs(c);
+      if (op == Op::kAddRms) in.residual = RowTensor(c.dtype, c.rows, c.cols);
+      ScaleRow(c, in, 0, scale);
+      ExpectMatchesReference(c, in);
+    }
+  }
+}
+
+// Gradients at the ends of the range: tiny gradients on tiny rows (rstd near 2^40, where products
+// with x rather than with xhat would underflow), and huge gradients on huge rows (whose products
+// overflow f32 though the result does not).
+TEST(Edge, ExtremeGradients) {
+  for (Op op : kAllOps) {
+    for (auto [row_scale, dy_scale] : {std::pair{1e-12, 1e-33}, std::pair{1e19, 1e20}, std::pair{1.0, 1e-38}}) {
+      Case c;
+      c.op = op;
+      c.rows = 2;
+      c.cols = 24;
+      c.eps = 0.0f;
+      Inputs in = MakeInputs(c);
+      if (op == Op::kAddRms) in.residual = RowTensor(c.dtype, c.rows, c.cols);
+      ScaleRow(c, in, 1, row_scale);
+      for (int64_t i = c.cols; i < 2 * c.cols; ++i) in.dy.set(i, in.dy.get(i) * dy_scale);
+      SCOPED_TRACE("row scale " + std::to_string(row_scale) + ", dy scale " + std::to_string(dy_scale));
+      ExpectMatchesReference(c, in);
+    }
+  }
+}
+
+// pRMSNorm where c = sum(u xhat) / k overflows f32 while the row's other numbers do not.
+TEST(Edge, PartialCorrectionBeyondF32) {
+  Case c;
+  c.rows = 1;
+  c.cols = 4;
+  c.eps = 0.0f;
+  c.partial = 0.5f;
+  c.weight = false;
+  Inputs in = MakeInputs(c);
+  const double x[4] = {std::ldexp(1.0, -44), 0.0, 1e30, 1e30};
+  for (int i = 0; i < 4; ++i) {
+    in.x.set(i, x[i]);
+    in.dy.set(i, 1.0);
+  }
+  ExpectMatchesReference(c, in);
+  const Outputs f = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+  const Outputs b = RunBackward(c, in, &f, RMSNORM_BACKEND_AUTO);
+  EXPECT_FALSE(std::isnan(b.dx.get(1)));
+}
+
+// LayerNorm on rows whose mean f32 cannot hold, and with a small spread around a large mean.
+TEST(Edge, LayerNormLargeMeanSmallSpread) {
+  {
     Case c;
-    c.rows = 2;
-    c.cols = 40000;  // several reduction chunks
+    c.op = Op::kLayer;
+    c.rows = 1;
+    c.cols = 2;
     c.eps = 0.0f;
+    c.weight = false;
     Inputs in = MakeInputs(c);
-    ScaleRow(c, in, 0, scale);
+    in.x.set(0, 16777216.0);
+    in.x.set(1, 16777218.0);  // mean 16777217: between two f32 values
+    const Outputs f = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+    EXPECT_EQ(-1.0, f.y.get(0));
+    EXPECT_EQ(1.0, f.y.get(1));
+  }
+  for (int64_t cols : {64, 40000}) {
+    Case c;
+    c.op = Op::kLayer;
+    c.rows = 2;
+    c.cols = cols;
+    c.bias = true;
+    Inputs in = MakeInputs(c);
+    for (int64_t i = 0; i < c.rows * c.cols; ++i) in.x.set(i, 1e4 + 0.01 * (in.x.get(i) - 0.7));
     ExpectMatchesReference(c, in);
   }
+}
+
+// Chunks of moderate values whose merged variance is beyond f32's squared range.
+TEST(Edge, LayerNormVarianceBeyondF32) {
+  Case c;
+  c.op = Op::kLayer;
+  c.rows = 1;
+  c.cols = 49153;
+  c.eps = 0.0f;
+  c.weight = false;
+  Inputs in = MakeInputs(c);
+  for (int64_t i = 0; i < c.cols - 1; ++i) in.x.set(i, -std::ldexp(1.0, 113));
+  in.x.set(c.cols - 1, std::numeric_limits<float>::max());
+  ExpectMatchesReference(c, in);
+  const Outputs f = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+  for (int64_t i = 0; i < c.cols; ++i) ASSERT_TRUE(std::isfinite(f.y.get(i))) << i;
 }
 
 // ---- Zero, NaN and infinite rows ----------------------------------------------------------------
@@ -209,6 +300,13 @@ TEST(Edge, InPlaceCallsMatchOutOfPlace) {
       EXPECT_TRUE(dy.BitwiseEqual(grads.dx));
       EXPECT_EQ(grads.dweight, dweight);
       EXPECT_EQ(grads.dbias, dbias);
+
+      // dx over x.
+      RowTensor x = in.x;
+      ASSERT_EQ(RMSNORM_OK, rmsnorm_backward(&config, in.dy.data(), x.data(), w, expected.rstd.data(), x.data(),
+                                             dweight.data(), dbias.data()));
+      EXPECT_TRUE(x.BitwiseEqual(grads.dx));
+      EXPECT_EQ(grads.dweight, dweight);
     }
   }
 }
@@ -275,6 +373,8 @@ TEST(Edge, BitwiseIdenticalForAnyThreadCount) {
           EXPECT_EQ(b.dweight, first_backward.dweight) << threads << " threads";
           EXPECT_EQ(b.dbias, first_backward.dbias) << threads << " threads";
           EXPECT_EQ(r.dweight, first_recomputed.dweight) << threads << " threads";
+          EXPECT_TRUE(r.dx.BitwiseEqual(first_recomputed.dx)) << threads << " threads";
+          EXPECT_EQ(f.mean, first_forward.mean) << threads << " threads";
         }
       }
     }

@@ -251,29 +251,24 @@ int64_t StatisticLength(const Case& c) {
 Tolerances ForwardTolerances(const Case& c, const Inputs& in, const Outputs& ref) {
   Tolerances t;
   const RowTensor& a = Normalized(c, in, ref);
+  const bool layer = c.op == Op::kLayer;
   const double growth = Growth(StatisticLength(c));
   for (int64_t row = 0; row < c.rows; ++row) {
     const double rstd = ref.rstd[size_t(row)];
-    double mean = 0.0, mean_abs = 0.0, mean_square = 0.0;
-    for (int64_t i = 0; i < c.cols; ++i) {
-      const double v = a.get(row * c.cols + i);
-      mean += v / double(c.cols);
-      mean_abs += std::fabs(v) / double(c.cols);
-      mean_square += v * v / double(c.cols);
-    }
-    const bool layer = c.op == Op::kLayer;
-    const double variance = mean_square - mean * mean;
-    // LayerNorm's rstd is as exact as the variance, which loses what the mean's square cancels.
-    const double rstd_relative = growth * (layer ? 1.0 + mean_square / variance : 1.0);
-    t.rstd.push_back(kUnit * rstd_relative * rstd + Ulp(RMSNORM_F32, rstd));
-    if (layer) t.mean.push_back(kUnit * growth * mean_abs + Ulp(RMSNORM_F32, mean));
+    double mean = 0.0;
+    for (int64_t i = 0; i < c.cols; ++i) mean += a.get(row * c.cols + i) / double(c.cols);
+    // LayerNorm works on deviations from the mean (the kernels' moments and centering are accurate to
+    // the spread, not to the mean's magnitude): its errors scale with them.
+    double mean_deviation = 0.0;
+    for (int64_t i = 0; i < c.cols; ++i) mean_deviation += std::fabs(a.get(row * c.cols + i) - mean) / double(c.cols);
+    t.rstd.push_back(kUnit * growth * rstd + Ulp(RMSNORM_F32, rstd));
+    if (layer) t.mean.push_back(kUnit * growth * mean_deviation + Ulp(RMSNORM_F32, mean));
     for (int64_t i = 0; i < c.cols; ++i) {
       const int64_t at = row * c.cols + i;
-      const double v = std::fabs(a.get(at));
-      const double centered = layer ? v + std::fabs(mean) + mean_abs : v;
+      const double v = layer ? std::fabs(a.get(at) - mean) + mean_deviation : std::fabs(a.get(at));
       const double bias = c.bias ? std::fabs(in.bias[size_t(i)]) : 0.0;
-      const double magnitude = centered * rstd * GainMagnitude(c, in, i) + bias;
-      t.y.push_back(Ulp(c.dtype, ref.y.get(at)) + kUnit * (growth * (layer ? rstd_relative : 1.0) + 8) * magnitude);
+      const double magnitude = v * rstd * GainMagnitude(c, in, i) + bias;
+      t.y.push_back(Ulp(c.dtype, ref.y.get(at)) + kUnit * (growth + 8) * magnitude);
     }
   }
   return t;
@@ -290,17 +285,21 @@ Tolerances BackwardTolerances(const Case& c, const Inputs& in, const Outputs& re
   for (int64_t row = 0; row < c.rows; ++row) {
     const double rstd = ref_forward.rstd[size_t(row)];
     const double mean = layer ? double(ref_forward.mean[size_t(row)]) : 0.0;
+    // A recomputed mean is off by about the deviations' rounding, which every xhat inherits.
+    double mean_deviation = 0.0;
+    for (int64_t i = 0; layer && i < c.cols; ++i) mean_deviation += std::fabs(a.get(row * c.cols + i) - mean) / c.cols;
+    auto xhat_magnitude = [&](int64_t at) { return (std::fabs(a.get(at) - mean) + mean_deviation) * rstd; };
     double sum_u_xhat = 0.0, sum_u = 0.0;
     for (int64_t i = 0; i < c.cols; ++i) {
       const int64_t at = row * c.cols + i;
       const double u = std::fabs(in.dy.get(at) * Gain(c, in, i));
       sum_u += u;
-      sum_u_xhat += u * (std::fabs(a.get(at)) + std::fabs(mean)) * rstd;
+      sum_u_xhat += u * xhat_magnitude(at);
     }
     for (int64_t i = 0; i < c.cols; ++i) {
       const int64_t at = row * c.cols + i;
       const double dy = std::fabs(in.dy.get(at));
-      const double xhat = (std::fabs(a.get(at)) + std::fabs(mean)) * rstd;
+      const double xhat = xhat_magnitude(at);
       const double correction = layer ? sum_u / c.cols + xhat * sum_u_xhat / c.cols
                                       : (i < k ? xhat * sum_u_xhat / divisor : 0.0);
       const double magnitude = rstd * (dy * GainMagnitude(c, in, i) + correction);

@@ -15,7 +15,11 @@
  * with g = weight_offset + weight[i] when weight is given, else 1.
  *
  * Every call checks all of its arguments first and, on failure, returns a status, records a message
- * for rmsnorm_last_error() and writes nothing. rows = 0 succeeds and touches no pointer.
+ * for rmsnorm_last_error() and writes nothing. rows = 0 succeeds and touches no pointer (so an empty
+ * batch leaves dweight and dbias as they were: zero them yourself if that is the sum you want).
+ *
+ * Aliasing: an output may coincide exactly with an input (rows, cols) tensor, for in-place use; any
+ * other overlap between an output and another buffer is refused.
  */
 #ifndef RMSNORM_RMSNORM_H_
 #define RMSNORM_RMSNORM_H_
@@ -77,13 +81,16 @@ RMSNORM_API rmsnorm_status rmsnorm_add_forward(const rmsnorm_config* config, con
 
 /* Shapes: dy, x, dx: (rows, cols) in dtype; weight: (cols) f32 or NULL; rstd: (rows) f32, or NULL to
  * recompute it from x; dweight, dbias: (cols) f32, overwritten with the sum over rows, or NULL to skip.
- * dx may alias dy. dweight is the gradient with respect to weight (weight_offset does not change it). */
+ * dx may alias dy or x. dweight is the gradient with respect to weight (weight_offset does not change
+ * it). A saved rstd that is 0, negative, NaN, infinite or subnormal (a zero row, or a row beyond f32's
+ * squared range) is recomputed from x in double for that row. */
 RMSNORM_API rmsnorm_status rmsnorm_backward(const rmsnorm_config* config, const void* dy, const void* x,
                                             const float* weight, const float* rstd, void* dx, float* dweight,
                                             float* dbias);
 
 /* ---- LayerNorm (the baseline) -------------------------------------------------------------------
- * As above with mean: (rows) f32 or NULL. config->partial must be 1. */
+ * As above with mean: (rows) f32 or NULL. config->partial must be 1. A row whose var + eps is 0 (all
+ * elements equal, eps = 0) gets y = bias (or 0) and rstd = 0. */
 RMSNORM_API rmsnorm_status rmsnorm_layernorm_forward(const rmsnorm_config* config, const void* x,
                                                      const float* weight, const float* bias, void* y,
                                                      float* mean, float* rstd);

@@ -4,8 +4,8 @@
 //   dx_i = rstd * (u_i - mean(u) - xhat_i * mean(u * xhat))
 //   dweight_i = sum_rows dy_i * xhat_i,  dbias_i = sum_rows dy_i
 //
-// Phases per row: the moments (only when mean and rstd are recomputed), then sum(u) and
-// sum(u * (x - mean)), then dx and the row block's parameter-gradient partials.
+// Phases per row: the moments (only when mean and rstd are recomputed), then sum(u) and sum(u * xhat),
+// then dx and the row block's parameter-gradient partials.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/layernorm_bwd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -27,10 +27,10 @@ namespace rmsnorm::cpu::HWY_NAMESPACE {
 struct LayerNormBackwardState {
   Moments moments;  // when recomputing
   bool stats_known = false;
-  float mean = 0.0f;
+  SplitMean mean;
   float rstd = 0.0f;
   double sum_u = 0.0;
-  double sum_u_centered = 0.0;  // sum(u * (x - mean)): times rstd, sum(u * xhat)
+  double sum_u_xhat = 0.0;
   float mean_u = 0.0f;
   float mean_u_xhat = 0.0f;
   bool rare = false;  // computed in double: see rare_rows.h
@@ -40,7 +40,7 @@ struct LayerNormBackwardState {
 struct LayerNormBackwardPartial {
   Moments moments;
   double sum_u = 0.0;
-  double sum_u_centered = 0.0;
+  double sum_u_xhat = 0.0;
 };
 
 // dy, x, dx: (rows, cols) in T; weight: (cols) f32; mean, rstd: (rows) f32, or both null (recompute).
@@ -70,46 +70,51 @@ class LayerNormBackwardKernel {
       partial.moments = ChunkMoments(x_ + at, size_t(c1 - c0));
       return partial;
     }
-    float mean, rstd;
+    SplitMean mean;
+    float rstd;
     if (!FastStats(row, s, &mean, &rstd)) return partial;  // the rare path recomputes in double
     const DF d;
-    const VF m = hn::Set(d, mean);
+    const VF mean_hi = hn::Set(d, mean.hi), mean_lo = hn::Set(d, mean.lo), r = hn::Set(d, rstd);
     const VF offset = hn::Set(d, p_.weight_offset);
     const float* w = weight_ + (kWeight ? c0 : 0);
-    float sum_u, sum_u_centered;
+    float sum_u, sum_u_xhat;
     Reduce2(
         d, size_t(c1 - c0),
-        [&](VF& acc_u, VF& acc_uc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+        [&](VF& acc_u, VF& acc_ux, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
           const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, offset, i, count));
+          const VF xhat = hn::Mul(Centered(Load(d, x_ + at + i, count), mean_hi, mean_lo), r);
           acc_u = hn::Add(acc_u, u);
-          acc_uc = hn::MulAdd(u, hn::Sub(Load(d, x_ + at + i, count), m), acc_uc);  // u is 0 past count
+          acc_ux = hn::MulAdd(u, xhat, acc_ux);  // u is 0 past count
         },
-        &sum_u, &sum_u_centered);
+        &sum_u, &sum_u_xhat);
     partial.sum_u = sum_u;
-    partial.sum_u_centered = sum_u_centered;
+    partial.sum_u_xhat = sum_u_xhat;
     return partial;
   }
 
   void Fold(int phase, State& s, const Partial& part) const {
     if (IsStatsPhase(phase)) return FoldMoments(s.moments, part.moments);
     s.sum_u += part.sum_u;
-    s.sum_u_centered += part.sum_u_centered;
+    s.sum_u_xhat += part.sum_u_xhat;
   }
 
   void Finish(int phase, int64_t row, State& s) const {
     if (IsStatsPhase(phase)) {
       double rstd = 0.0;
       s.stats_known = MomentsInverseRoot(s.moments, p_.eps, &rstd);
-      s.mean = static_cast<float>(s.moments.mean);
+      s.mean = Split(s.moments.mean);
       s.rstd = static_cast<float>(rstd);
       return;
     }
-    float mean, rstd;
-    if (FastStats(row, s, &mean, &rstd) && std::isfinite(s.sum_u) && std::isfinite(s.sum_u_centered)) {
+    SplitMean mean;
+    float rstd;
+    const double mean_u = s.sum_u / double(p_.cols), mean_u_xhat = s.sum_u_xhat / double(p_.cols);
+    if (FastStats(row, s, &mean, &rstd) && std::isfinite(static_cast<float>(mean_u)) &&
+        std::isfinite(static_cast<float>(mean_u_xhat))) {
       s.mean = mean;
       s.rstd = rstd;
-      s.mean_u = static_cast<float>(s.sum_u / double(p_.cols));
-      s.mean_u_xhat = static_cast<float>(double(rstd) * s.sum_u_centered / double(p_.cols));
+      s.mean_u = static_cast<float>(mean_u);
+      s.mean_u_xhat = static_cast<float>(mean_u_xhat);
       return;
     }
     s.rare = true;
@@ -137,7 +142,7 @@ class LayerNormBackwardKernel {
     const int64_t at = row * p_.cols;
     if (s.rare) return RareOutput(at, c0, c1, s, dw, db);
     const DF d;
-    const VF mean = hn::Set(d, s.mean);
+    const VF mean_hi = hn::Set(d, s.mean.hi), mean_lo = hn::Set(d, s.mean.lo);
     const VF rstd = hn::Set(d, s.rstd);
     const VF mean_u = hn::Set(d, s.mean_u);
     const VF mean_u_xhat = hn::Set(d, s.mean_u_xhat);
@@ -149,7 +154,7 @@ class LayerNormBackwardKernel {
     const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, x_);
     ForEachOutput(d, dx, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF dyv = Load(d, dy + i, count);
-      const VF xhat = hn::Mul(hn::Sub(Load(d, x + i, count), mean), rstd);
+      const VF xhat = hn::Mul(Centered(Load(d, x + i, count), mean_hi, mean_lo), rstd);
       const VF u = hn::Mul(dyv, Gain<kWeight>(d, w, offset, i, count));
       if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
       if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
@@ -161,16 +166,18 @@ class LayerNormBackwardKernel {
   bool recompute() const { return rstd_ == nullptr; }
   bool IsStatsPhase(int phase) const { return recompute() && phase == 0; }
 
-  // The mean and rstd the f32 path uses for this row, or false if the row takes the rare path.
-  bool FastStats(int64_t row, const State& s, float* mean, float* rstd) const {
+  // The mean and rstd the f32 path uses for this row, or false if the row takes the rare path. A saved
+  // mean is one f32: its lo part is 0.
+  bool FastStats(int64_t row, const State& s, SplitMean* mean, float* rstd) const {
     if (recompute()) {
       *mean = s.mean;
       *rstd = s.rstd;
       return s.stats_known;
     }
-    *mean = mean_[row];
+    mean->hi = mean_[row];
+    mean->lo = 0.0f;
     *rstd = rstd_[row];
-    return SavedRstdUsable(*rstd) && *rstd <= kMaxF32Rstd && std::isfinite(*mean);
+    return SavedRstdUsable(*rstd) && *rstd <= kMaxF32Rstd && std::isfinite(mean->hi);
   }
 
   void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {

@@ -25,7 +25,7 @@ namespace rmsnorm::cpu::HWY_NAMESPACE {
 
 struct LayerNormForwardState {
   Moments moments;
-  float mean = 0.0f;
+  SplitMean mean;
   float rstd = 0.0f;
   bool rare = false;  // computed in double: see rare_rows.h
   double rare_mean = 0.0;
@@ -59,19 +59,20 @@ class LayerNormForwardKernel {
   void Fold(int, State& s, const Partial& part) const { FoldMoments(s.moments, part); }
 
   void Finish(int, int64_t row, State& s) const {
-    double rstd;
+    double rstd = 0.0;
+    double mean = s.moments.mean;
     if (MomentsInverseRoot(s.moments, p_.eps, &rstd)) {
-      s.mean = static_cast<float>(s.moments.mean);
+      s.mean = Split(mean);
       s.rstd = static_cast<float>(rstd);
     } else {
       s.rare = true;
       double centered_squares;
       MomentsDouble(x_ + row * p_.cols, p_.cols, &s.rare_mean, &centered_squares);
       s.rare_rstd = InverseRootOrZero(centered_squares / double(p_.cols) + double(p_.eps));
-      s.mean = static_cast<float>(s.rare_mean);
+      mean = s.rare_mean;
       s.rstd = static_cast<float>(s.rare_rstd);
     }
-    if (mean_) mean_[row] = s.mean;
+    if (mean_) mean_[row] = static_cast<float>(mean);
     if (rstd_) rstd_[row] = s.rstd;
   }
 
@@ -89,12 +90,12 @@ class LayerNormForwardKernel {
       return;
     }
     const DF d;
-    const VF mean = hn::Set(d, s.mean);
+    const VF mean_hi = hn::Set(d, s.mean.hi), mean_lo = hn::Set(d, s.mean.lo);
     const VF rstd = hn::Set(d, s.rstd);
     const VF offset = hn::Set(d, p_.weight_offset);
     const OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_);
     ForEachOutput(d, out, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-      const VF xhat = hn::Mul(hn::Sub(Load(d, in + i, count), mean), rstd);
+      const VF xhat = hn::Mul(Centered(Load(d, in + i, count), mean_hi, mean_lo), rstd);
       return ScaleShift<kWeight, kBias>(d, xhat, w, b, offset, i, count);
     });
   }

@@ -4,8 +4,8 @@
 //   dx_i = rstd * (u_i - [i < k] * xhat_i * c)
 //   dweight_i = sum_rows dy_i * xhat_i,  dbias_i = sum_rows dy_i
 //
-// Per row: one pass reduces sum(u * x) (and sum(x^2) when rstd is recomputed), a second (from cache)
-// writes dx and adds to the row block's parameter-gradient partials.
+// Per row: a pass for sum(x^2) when rstd is recomputed, one for sum(u * xhat), and one (from cache)
+// that writes dx and adds to the row block's parameter-gradient partials.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/rmsnorm_bwd.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -26,9 +26,10 @@ namespace rmsnorm::cpu::HWY_NAMESPACE {
 
 struct RmsBackwardState {
   double sum_squares = 0.0;  // when recomputing rstd
-  double dot = 0.0;          // sum(u * x), without rstd: the statistic may still be unknown
+  bool rstd_known = false;   // recomputed within the f32 path's range
   float rstd = 0.0f;
-  float c = 0.0f;
+  double dot = 0.0;  // sum(u * xhat)
+  float c = 0.0f;    // dot / divisor
   bool rare = false;  // computed in double: see rare_rows.h
   double rare_rstd = 0.0;
   double rare_c = 0.0;
@@ -40,6 +41,8 @@ struct RmsBackwardPartial {
 };
 
 // dy, x, dx: (rows, cols) in T; weight: (cols) f32; rstd: (rows) f32 or null (recompute).
+// Phases per row: the statistic (only when recomputing), then sum(u * xhat), then dx. The dot is taken
+// over normalized values so its products have the size of u, whatever the row's magnitude.
 template <class T, bool kWeight, bool kDweight, bool kDbias>
 class RmsBackwardKernel {
  public:
@@ -56,42 +59,49 @@ class RmsBackwardKernel {
         dx_(static_cast<T*>(a.dx)),
         dx_in_place_(a.dx == a.dy || a.dx == a.x) {}
 
-  int num_phases() const { return 1; }
+  int num_phases() const { return recompute() ? 2 : 1; }
 
-  Partial Reduce(int, int64_t row, int64_t c0, int64_t c1, const State&) const {
+  Partial Reduce(int phase, int64_t row, int64_t c0, int64_t c1, const State& s) const {
     const int64_t at = row * p_.cols + c0;
+    Partial partial;
+    if (IsStatsPhase(phase)) {
+      const int64_t end = std::min(c1, p_.k);
+      if (c0 < end) partial.sum_squares = SumSquares(x_ + at, size_t(end - c0), size_t(c1 - c0));
+      return partial;
+    }
+    float rstd;
+    if (!FastRstd(row, s, &rstd)) return partial;  // the rare path recomputes in double
     const DF d;
+    const VF r = hn::Set(d, rstd);
     const VF offset = hn::Set(d, p_.weight_offset);
     const float* w = weight_ + (kWeight ? c0 : 0);
-    Partial partial;
     partial.dot = Reduce1(d, size_t(c1 - c0), [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, offset, i, count));
-      acc = hn::MulAdd(u, Load(d, x_ + at + i, count), acc);
+      acc = hn::MulAdd(u, hn::Mul(Load(d, x_ + at + i, count), r), acc);
     });
-    const int64_t end = std::min(c1, p_.k);
-    if (rstd_ == nullptr && c0 < end) partial.sum_squares = SumSquares(x_ + at, size_t(end - c0));
     return partial;
   }
 
-  void Fold(int, State& s, const Partial& partial) const {
-    s.sum_squares += partial.sum_squares;
-    s.dot += partial.dot;
+  void Fold(int phase, State& s, const Partial& partial) const {
+    if (IsStatsPhase(phase)) {
+      s.sum_squares += partial.sum_squares;
+    } else {
+      s.dot += partial.dot;
+    }
   }
 
-  void Finish(int, int64_t row, State& s) const {
-    double rstd;
-    bool fast;
-    if (rstd_ != nullptr) {
-      rstd = rstd_[row];
-      fast = SavedRstdUsable(rstd_[row]) && rstd_[row] <= kMaxF32Rstd;
-    } else {
+  void Finish(int phase, int64_t row, State& s) const {
+    if (IsStatsPhase(phase)) {
       const double ms_eps = s.sum_squares / double(p_.divisor) + double(p_.eps);
-      fast = std::isfinite(s.sum_squares) && ms_eps >= kMinF32Statistic;
-      rstd = fast ? static_cast<float>(1.0 / std::sqrt(ms_eps)) : 0.0;
+      s.rstd_known = std::isfinite(s.sum_squares) && ms_eps >= kMinF32Statistic;
+      s.rstd = s.rstd_known ? static_cast<float>(1.0 / std::sqrt(ms_eps)) : 0.0f;
+      return;
     }
-    if (fast && std::isfinite(s.dot)) {
-      s.rstd = static_cast<float>(rstd);
-      s.c = static_cast<float>(rstd * s.dot / double(p_.divisor));
+    float rstd;
+    const double c = s.dot / double(p_.divisor);
+    if (FastRstd(row, s, &rstd) && std::isfinite(c) && std::isfinite(static_cast<float>(c))) {
+      s.rstd = rstd;
+      s.c = static_cast<float>(c);
       return;
     }
     s.rare = true;
@@ -109,17 +119,6 @@ class RmsBackwardKernel {
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
     const int64_t at = row * p_.cols;
     if (s.rare) return RareOutput(at, c0, c1, s, dw, db);
-    // [c0, c1) splits at k: the first part gets the correction, the rest does not.
-    const int64_t split = std::clamp(p_.k, c0, c1);
-    OutputRange<true>(row, c0, split, s, dw, db);
-    OutputRange<false>(row, split, c1, s, dw, db);
-  }
-
- private:
-  template <bool kCorrect>
-  void OutputRange(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
-    if (c0 >= c1) return;
-    const int64_t at = row * p_.cols;
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     const VF c = hn::Set(d, s.c);
@@ -128,19 +127,21 @@ class RmsBackwardKernel {
     const T* x = x_ + at + c0;
     T* dx = dx_ + at + c0;
     const float* w = weight_ + (kWeight ? c0 : 0);
+    // Only columns below k get the correction: the coefficient is c there and 0 past k.
+    const size_t corrected = size_t(std::clamp(p_.k, c0, c1) - c0);
     const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, x_);
     ForEachOutput(d, dx, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF g = Gain<kWeight>(d, w, offset, i, count);
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(Load(d, x + i, count), rstd);
       const VF u = hn::Mul(dyv, g);
-      const VF inner = kCorrect ? hn::NegMulAdd(xhat, c, u) : u;
       if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
       if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
-      return hn::Mul(rstd, inner);
+      return hn::Mul(rstd, hn::NegMulAdd(xhat, BelowLimit(d, c, i, corrected), u));
     });
   }
 
+ private:
   void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
     for (int64_t i = c0; i < c1; ++i) {
       const double dy = ToDouble(dy_[at + i]);
@@ -150,6 +151,19 @@ class RmsBackwardKernel {
       if constexpr (kDweight) dw[i] += static_cast<float>(dy * xhat);
       if constexpr (kDbias) db[i] += static_cast<float>(dy);
     }
+  }
+
+  bool recompute() const { return rstd_ == nullptr; }
+  bool IsStatsPhase(int phase) const { return recompute() && phase == 0; }
+
+  // The rstd the f32 path uses for this row, or false if the row takes the rare path.
+  bool FastRstd(int64_t row, const State& s, float* rstd) const {
+    if (recompute()) {
+      *rstd = s.rstd;
+      return s.rstd_known;
+    }
+    *rstd = rstd_[row];
+    return SavedRstdUsable(*rstd) && *rstd <= kMaxF32Rstd;
   }
 
   const Problem& p_;

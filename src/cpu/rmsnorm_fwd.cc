@@ -61,7 +61,7 @@ class RmsForwardKernel {
     }
     // The statistic is taken from what was stored, so fused equals add-then-norm bit for bit.
     const int64_t end = std::min(c1, p_.k);
-    return c0 < end ? double(SumSquares(Input(row) + c0, size_t(end - c0))) : 0.0;
+    return c0 < end ? double(SumSquares(Input(row) + c0, size_t(end - c0), size_t(c1 - c0))) : 0.0;
   }
 
   void Fold(int, State& s, Partial sum_squares) const { s.sum_squares += sum_squares; }

@@ -28,9 +28,11 @@ constexpr int64_t kMaxBlocks = 256;
 constexpr int64_t kMaxPartialElements = int64_t{1} << 22;
 
 // Statistics below this (mean square + eps, or variance + eps) are beyond what the f32 path computes
-// accurately (squares underflow); so are non-finite sums (squares overflow). Such rare rows are
-// recomputed in double: the common path stays fast, and any finite input works.
+// accurately (squares underflow); so are non-finite sums (squares overflow), and for LayerNorm a
+// variance above kMaxF32Statistic (chunks of moderate values can merge into deviations beyond f32).
+// Such rare rows are recomputed in double: the common path stays fast, and any finite input works.
 constexpr double kMinF32Statistic = 0x1p-90;
+constexpr double kMaxF32Statistic = 0x1p200;
 // The matching bound on a saved rstd: 1 / sqrt(2^-90).
 constexpr float kMaxF32Rstd = 0x1p45f;
 

@@ -293,14 +293,29 @@ HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, float* sum_a, float* s
   *sum_b = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(b0, b1), hn::Add(b2, b3))));
 }
 
-// sum of x_i^2 over [0, n).
+// sum of x_i^2 over [0, n). x[n, available) may be read and is ignored, so a range ending inside a
+// vector (pRMSNorm's k) takes a full, masked load rather than the partial-vector path.
 template <class T>
-HWY_INLINE float SumSquares(const T* x, size_t n) {
+HWY_INLINE float SumSquares(const T* x, size_t n, size_t available) {
   const DF d;
   return Reduce1(d, n, [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-    const VF v = Load(d, x + i, count);
+    VF v;
+    if (count == hn::Lanes(d)) {
+      v = LoadFull(d, x + i);
+    } else if (i + hn::Lanes(d) <= available) {
+      v = hn::IfThenElseZero(hn::FirstN(d, count), LoadFull(d, x + i));
+    } else {
+      v = LoadPartial(d, x + i, count);
+    }
     acc = hn::MulAdd(v, v, acc);
   });
+}
+
+// c in the lanes of the vector at i whose column is below `limit`, 0 in the others.
+HWY_INLINE VF BelowLimit(DF d, VF c, size_t i, size_t limit) {
+  if (i + hn::Lanes(d) <= limit) return c;
+  if (i >= limit) return hn::Zero(d);
+  return hn::IfThenElseZero(hn::FirstN(d, limit - i), c);
 }
 
 // Count, mean and M2 of x[0, n) by the corrected two-pass algorithm: a pass for an f32 estimate m of
@@ -329,6 +344,9 @@ HWY_INLINE Moments ChunkMoments(const T* x, size_t n) {
   moments.m2 = m2 < 0.0 ? 0.0 : m2;  // rounding can dip below 0; NaN stays NaN and marks the row rare
   return moments;
 }
+
+// (x - mean) as (x - hi) - lo, see SplitMean.
+HWY_INLINE VF Centered(VF x, VF mean_hi, VF mean_lo) { return hn::Sub(hn::Sub(x, mean_hi), mean_lo); }
 
 // The gain g_i = offset + w_i, or 1 without weights.
 template <bool kWeight>

@@ -80,9 +80,10 @@ class Buffers {
 size_t DtypeSize(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
 
 int64_t PartialSize(int64_t cols, float partial) {
+  // An f32 p is within half an ulp, 2^-24 relative, of the decimal the caller meant; so is p * cols.
   const double product = double(partial) * double(cols);
   const double nearest = std::nearbyint(product);
-  const bool integral = std::fabs(product - nearest) <= product * 0x1p-23;
+  const bool integral = std::fabs(product - nearest) <= product * 0x1p-24;
   const int64_t k = static_cast<int64_t>(integral ? nearest : std::ceil(product));
   return k < 1 ? 1 : (k > cols ? cols : k);
 }
