@@ -1,0 +1,160 @@
+// The two character-level language-modelling tasks on the KJV Bible: the GRU and the Transformer
+// share the data pipeline and the metric, bits per character on the held-out last 10% of the text.
+#include <cmath>
+#include <sstream>
+
+#include "common/rng.h"
+#include "models/gru_lm.h"
+#include "models/transformer_lm.h"
+#include "train/tasks.h"
+
+namespace repro {
+namespace {
+
+constexpr double kLn2 = 0.6931471805599453;
+
+template <class Model>
+class LmVariant : public Variant {
+ public:
+  template <class Config>
+  LmVariant(const CharCorpus& corpus, const Config& config, const NormConfig& norm, uint64_t seed,
+            int64_t eval_windows)
+      : corpus_(corpus),
+        model_(config, norm, seed, &clock),
+        seed_(seed),
+        batch_(config.batch),
+        seq_len_(config.seq_len),
+        eval_windows_(eval_windows),
+        tokens_(int64_t{config.batch} * (config.seq_len + 1)) {}
+
+  // Batch `step`: B windows of T + 1 characters at offsets drawn from (seed, step) alone.
+  double forward_backward(int64_t step) override {
+    Rng rng = Rng::stream(seed_, static_cast<uint64_t>(step));
+    const uint64_t starts = corpus_.train.size() - seq_len_ - 1;
+    for (int b = 0; b < batch_; ++b) {
+      const int32_t* window = &corpus_.train[rng.below(starts)];
+      std::copy(window, window + seq_len_ + 1, &tokens_[int64_t{b} * (seq_len_ + 1)]);
+    }
+    const double loss = model_.forward(tokens_.data());
+    model_.backward();
+    return loss / kLn2;
+  }
+
+  // Bits per character over the first eval_windows non-overlapping windows of the validation text
+  // (each predicts T characters from a fresh state; a whole number of batches).
+  double evaluate() override {
+    const int64_t available = static_cast<int64_t>(corpus_.valid.size() - 1) / seq_len_;
+    const int64_t batches = std::min(available, eval_windows_) / batch_;
+    double nats = 0.0;
+    for (int64_t i = 0; i < batches; ++i) {
+      for (int b = 0; b < batch_; ++b) {
+        const int32_t* window = &corpus_.valid[(i * batch_ + b) * seq_len_];
+        std::copy(window, window + seq_len_ + 1, &tokens_[int64_t{b} * (seq_len_ + 1)]);
+      }
+      nats += model_.forward(tokens_.data());
+    }
+    return nats / static_cast<double>(batches) / kLn2;
+  }
+
+  std::vector<Param*> params() override { return model_.params(); }
+
+ private:
+  const CharCorpus& corpus_;
+  Model model_;
+  uint64_t seed_;
+  int batch_, seq_len_;
+  int64_t eval_windows_;
+  std::vector<int32_t> tokens_;  // (B, T + 1)
+};
+
+template <class Model, class Config>
+class LmTask : public Task {
+ public:
+  LmTask(TaskInfo info, const CharCorpus& corpus, const Config& config, int64_t eval_windows)
+      : Task(std::move(info)), corpus_(corpus), config_(config), eval_windows_(eval_windows) {}
+  std::unique_ptr<Variant> make_variant(const NormConfig& norm, uint64_t seed) override {
+    return std::make_unique<LmVariant<Model>>(corpus_, config_, norm, seed, eval_windows_);
+  }
+
+ private:
+  const CharCorpus& corpus_;
+  Config config_;
+  int64_t eval_windows_;
+};
+
+std::string kjv_data_line(const CharCorpus& corpus, int64_t eval_windows, int seq_len) {
+  std::ostringstream s;
+  const int64_t windows = std::min<int64_t>(eval_windows, static_cast<int64_t>(corpus.valid.size() - 1) / seq_len);
+  s << "KJV Bible (Debian bible-kjv), one verse per line, " << corpus.vocab_size() << " characters; train: first 90% ("
+    << corpus.train.size() << " chars), valid: last 10% (" << corpus.valid.size() << " chars), evaluated on its first "
+    << windows * seq_len << " characters";
+  return s.str();
+}
+
+}  // namespace
+
+std::unique_ptr<Task> make_gru_task(Scale scale, const CharCorpus& corpus) {
+  GruLmConfig c;
+  c.vocab = corpus.vocab_size();
+  TaskInfo info;
+  int64_t eval_windows = 0;
+  switch (scale) {
+    case Scale::kTiny: c.embed = 8, c.hidden = 16, c.batch = 4, c.seq_len = 8, info.steps = 6, info.chunk = 2;
+      eval_windows = 8; break;
+    case Scale::kDemo: c.embed = 64, c.hidden = 256, c.batch = 32, c.seq_len = 64, info.steps = 400, info.chunk = 20;
+      eval_windows = 1024; break;
+    case Scale::kRepro: c.embed = 64, c.hidden = 256, c.batch = 32, c.seq_len = 64, info.steps = 2000,
+      info.chunk = 20; eval_windows = 4096; break;
+  }
+  info.name = "gru-kjv";
+  info.title = "GRU character LM on the KJV Bible (the paper's RNNSearch GRU)";
+  std::ostringstream m;
+  m << "embedding " << c.embed << ", 1-layer GRU with " << c.hidden << " units, batch " << c.batch << " x " << c.seq_len
+    << " characters (BPTT from a zero state); norm on the 4 pre-activations of every step (x W_xg, x W_xc, h U_g, "
+       "h U_c before the reset gate), each with its own gain and bias";
+  info.model = m.str();
+  info.data = kjv_data_line(corpus, eval_windows, c.seq_len);
+  info.metric = "valid bpc";
+  info.lower_is_better = true;
+  info.loss_unit = "bits/char";
+  info.partial = 0.0625f;
+  info.adam.lr = 3e-3f;
+  info.adam.clip_norm = 1.0f;
+  info.adam.warmup_steps = info.steps / 20;
+  info.adam.total_steps = info.steps;
+  return std::make_unique<LmTask<GruLm, GruLmConfig>>(info, corpus, c, eval_windows);
+}
+
+std::unique_ptr<Task> make_transformer_task(Scale scale, const CharCorpus& corpus) {
+  TransformerLmConfig c;
+  c.vocab = corpus.vocab_size();
+  TaskInfo info;
+  int64_t eval_windows = 0;
+  switch (scale) {
+    case Scale::kTiny: c.channels = 16, c.heads = 2, c.layers = 2, c.batch = 4, c.seq_len = 8, info.steps = 6,
+      info.chunk = 2; eval_windows = 8; break;
+    case Scale::kDemo: c.channels = 128, c.heads = 4, c.layers = 2, c.batch = 16, c.seq_len = 64, info.steps = 600,
+      info.chunk = 20; eval_windows = 1024; break;
+    case Scale::kRepro: c.channels = 128, c.heads = 4, c.layers = 2, c.batch = 16, c.seq_len = 64, info.steps = 3000,
+      info.chunk = 20; eval_windows = 4096; break;
+  }
+  info.name = "transformer-kjv";
+  info.title = "Post-norm Transformer character LM on the KJV Bible";
+  std::ostringstream m;
+  m << c.layers << " layers, " << c.channels << " channels, " << c.heads << " heads, GELU FFN " << 4 * c.channels
+    << " wide, causal, learned positions, batch " << c.batch << " x " << c.seq_len
+    << " characters; post-norm: x = N(x + Attention(x)), x = N(x + FFN(x)), gain and bias";
+  info.model = m.str();
+  info.data = kjv_data_line(corpus, eval_windows, c.seq_len);
+  info.metric = "valid bpc";
+  info.lower_is_better = true;
+  info.loss_unit = "bits/char";
+  info.partial = 0.0625f;
+  info.adam.lr = 2e-3f;
+  info.adam.clip_norm = 1.0f;
+  info.adam.warmup_steps = info.steps / 10;
+  info.adam.total_steps = info.steps;
+  return std::make_unique<LmTask<TransformerLm, TransformerLmConfig>>(info, corpus, c, eval_windows);
+}
+
+}  // namespace repro

@@ -1,0 +1,252 @@
+#include "train/report.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace repro {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+void mean_std(const std::vector<double>& v, double* mean, double* stddev) {
+  double sum = 0.0;
+  int n = 0;
+  for (double x : v)
+    if (std::isfinite(x)) sum += x, ++n;
+  *mean = n > 0 ? sum / n : kNaN;
+  double squares = 0.0;
+  for (double x : v)
+    if (std::isfinite(x)) squares += (x - *mean) * (x - *mean);
+  *stddev = n > 1 ? std::sqrt(squares / (n - 1)) : 0.0;  // sample deviation; 0 for one seed
+}
+
+std::string norm_label(const NormSummary& s) {
+  if (s.norm != NormKind::kPRMSNorm) return norm_name(s.norm);
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "prmsnorm (p=%.2f%%)", 100.0 * s.partial);
+  return buffer;
+}
+
+std::string number(double v, const char* format) {
+  if (!std::isfinite(v)) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, v);
+  return buffer;
+}
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.6g", v);
+  return buffer;
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) out += ' ';
+    else out += c;
+  }
+  return out + "\"";
+}
+
+// Training loss per chunk (mean over the chunk's steps and over seeds), at the chunk's last step and at
+// the variant's cumulative training seconds (mean over seeds). One gnuplot data block per norm.
+void write_curves(const std::string& path, const std::vector<TaskResult>& seeds) {
+  std::ofstream out(path);
+  out << "# step  loss  seconds   (one block per norm; loss in " << seeds[0].info.loss_unit << ")\n";
+  for (size_t v = 0; v < seeds[0].variants.size(); ++v) {
+    out << "# " << norm_name(seeds[0].variants[v].norm) << "\n";
+    for (size_t c = 0;; ++c) {
+      double loss = 0.0, seconds = 0.0;
+      int64_t step = 0;
+      int n = 0;
+      for (const TaskResult& r : seeds) {
+        const VariantResult& vr = r.variants[v];
+        if (c >= vr.chunk_steps.size() || vr.diverged) continue;
+        int64_t first = 0;
+        double elapsed = 0.0;
+        for (size_t i = 0; i < c; ++i) first += vr.chunk_steps[i], elapsed += vr.chunk_seconds[i];
+        double sum = 0.0;
+        for (int64_t s = first; s < first + vr.chunk_steps[c]; ++s) sum += vr.losses[s];
+        loss += sum / static_cast<double>(vr.chunk_steps[c]);
+        seconds += elapsed + vr.chunk_seconds[c];
+        step = first + vr.chunk_steps[c];
+        ++n;
+      }
+      if (n == 0) break;
+      out << step << " " << loss / n << " " << seconds / n << "\n";
+    }
+    out << "\n\n";
+  }
+}
+
+bool have_program(const std::string& name) {
+  return std::system(("command -v " + name + " > /dev/null 2>&1").c_str()) == 0;
+}
+
+// Two PNGs per task: loss against steps and against seconds.
+bool plot_curves(const std::string& dir, const TaskInfo& info, const std::vector<NormSummary>& rows) {
+  const std::string script = dir + "/" + info.name + "_plot.gp";
+  std::ofstream gp(script);
+  gp << "# Draws the training curves of " << info.name << ": gnuplot " << info.name << "_plot.gp (in this folder)\n"
+     << "set terminal pngcairo size 960,600 font 'sans,11'\n"
+     << "set grid\nset key top right\n"
+     << "set ylabel 'training loss (" << info.loss_unit << ", mean per chunk)'\n";
+  for (const char* axis : {"steps", "seconds"}) {
+    const bool steps = std::string(axis) == "steps";
+    gp << "set output '" << info.name << "_loss_vs_" << axis << ".png'\n"
+       << "set title '" << info.title << ": training loss against " << (steps ? "steps" : "training seconds")
+       << "'\n"
+       << "set xlabel '" << (steps ? "step" : "seconds of training (this process, interleaved)") << "'\n"
+       << "plot ";
+    for (size_t v = 0; v < rows.size(); ++v)
+      gp << (v ? ", \\\n     " : "") << "'" << info.name << "_curves.dat' index " << v << " using "
+         << (steps ? "1:2" : "3:2") << " with lines lw 2 title '" << norm_label(rows[v]) << "'";
+    gp << "\n";
+  }
+  gp.close();
+  const std::string command = "cd '" + dir + "' && gnuplot '" + info.name + "_plot.gp'";
+  return std::system(command.c_str()) == 0;
+}
+
+}  // namespace
+
+std::vector<NormSummary> summarize(const std::vector<TaskResult>& seeds) {
+  std::vector<NormSummary> rows;
+  for (size_t v = 0; v < seeds[0].variants.size(); ++v) {
+    NormSummary s;
+    s.norm = seeds[0].variants[v].norm;
+    s.partial = seeds[0].variants[v].partial;
+    std::vector<double> speed, norm_speed, share;
+    for (const TaskResult& r : seeds) {
+      const VariantResult& vr = r.variants[v];
+      ++s.seeds;
+      s.diverged += vr.diverged;
+      s.metrics.push_back(vr.metric);
+      speed.push_back(vr.seconds_per_1k_steps());
+      norm_speed.push_back(vr.norm_seconds_per_1k_steps());
+      share.push_back(vr.norm_share());
+    }
+    mean_std(s.metrics, &s.metric_mean, &s.metric_std);
+    mean_std(speed, &s.seconds_per_1k_mean, &s.seconds_per_1k_std);
+    double unused;
+    mean_std(norm_speed, &s.norm_seconds_per_1k_mean, &unused);
+    mean_std(share, &s.norm_share_mean, &unused);
+    rows.push_back(s);
+  }
+  const NormSummary* layernorm = nullptr;
+  for (const NormSummary& s : rows)
+    if (s.norm == NormKind::kLayerNorm) layernorm = &s;
+  for (NormSummary& s : rows) {
+    s.time_saved_vs_layernorm = layernorm ? 1.0 - s.seconds_per_1k_mean / layernorm->seconds_per_1k_mean : kNaN;
+    s.metric_vs_layernorm = layernorm ? s.metric_mean / layernorm->metric_mean - 1.0 : kNaN;
+  }
+  return rows;
+}
+
+std::string format_table(const TaskInfo& info, const std::vector<NormSummary>& rows) {
+  const bool several = !rows.empty() && rows[0].seeds > 1;
+  std::ostringstream out;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-20s %-20s %18s %9s %16s %12s %11s %10s\n", "task", "norm", info.metric.c_str(),
+                "vs LN", "s / 1k steps", "saved vs LN", "norm s/1k", "norm share");
+  out << line;
+  for (const NormSummary& s : rows) {
+    std::string metric = s.diverged == s.seeds ? "diverged" : number(s.metric_mean, "%.3f");
+    if (several && s.diverged < s.seeds) metric += " ± " + number(s.metric_std, "%.3f");
+    if (s.diverged > 0 && s.diverged < s.seeds) metric += " (" + std::to_string(s.diverged) + " div.)";
+    std::string speed = number(s.seconds_per_1k_mean, "%.1f");
+    if (several) speed += " ± " + number(s.seconds_per_1k_std, "%.1f");
+    std::snprintf(line, sizeof line, "%-20s %-20s %18s %9s %16s %12s %11s %10s\n", info.name.c_str(),
+                  norm_label(s).c_str(), metric.c_str(), number(100.0 * s.metric_vs_layernorm, "%+.1f%%").c_str(),
+                  speed.c_str(), number(100.0 * s.time_saved_vs_layernorm, "%+.1f%%").c_str(),
+                  number(s.norm_seconds_per_1k_mean, "%.2f").c_str(),
+                  number(100.0 * s.norm_share_mean, "%.1f%%").c_str());
+    out << line;
+  }
+  return out.str();
+}
+
+bool write_report(const std::string& dir, const RunInfo& run, const std::vector<std::vector<TaskResult>>& results) {
+  mkdir(dir.c_str(), 0755);
+  const bool gnuplot = have_program("gnuplot");
+  bool plotted = gnuplot;
+
+  std::ofstream json(dir + "/results.json");
+  std::ofstream md(dir + "/report.md");
+  md << "# RMSNorm reproduction: " << run.mode << " run\n\n"
+     << "Command: `" << run.command_line << "`  \n"
+     << "Threads: " << run.threads << " (OpenBLAS and rmsnorm, the same for every variant); "
+     << "rmsnorm " << run.library_version << " on " << run.cpu_target << "; " << run.blas << "  \n"
+     << "Wall time of the whole run: " << number(run.wall_seconds, "%.0f") << " s\n\n"
+     << "Every variant of a task trains in this one process, interleaved in chunks of steps (the order rotates "
+        "every round), with the same threads, steps, batches and initial weights. *s / 1k steps* is the median "
+        "over chunks of the chunk's seconds per step (forward, backward and Adam update; evaluation excluded), "
+        "times 1000; *saved vs LN* is 1 - (s / 1k steps) / LayerNorm's; *vs LN* is the metric relative to "
+        "LayerNorm's; *norm s/1k* is the same median for the time inside the normalization calls (forward and "
+        "backward) and *norm share* their share of all training time. pRMSNorm's p is the task's (6.25% for the "
+        "language models, 12.5% for the image task, as in the paper).\n\n";
+  json << "[\n";
+  bool first_json = true;
+  for (const std::vector<TaskResult>& seeds : results) {
+    const TaskInfo& info = seeds[0].info;
+    const std::vector<NormSummary> rows = summarize(seeds);
+    md << "## " << info.title << "\n\n"
+       << "- Model: " << info.model << "\n- Data: " << info.data << "\n- Training: " << info.steps
+       << " steps per norm in chunks of " << info.chunk << ", Adam (peak lr " << info.adam.lr << ", "
+       << info.adam.warmup_steps << " warmup steps, cosine decay to " << info.adam.final_fraction
+       << " of the peak, gradient-norm clip " << info.adam.clip_norm << "), seeds:";
+    for (const TaskResult& r : seeds) md << " " << r.seed;
+    md << "\n- Parameters:";
+    for (const VariantResult& v : seeds[0].variants) md << " " << norm_name(v.norm) << " " << v.parameters << ";";
+    md << "\n\n```\n" << format_table(info, rows) << "```\n\n";
+    if (gnuplot) {
+      write_curves(dir + "/" + info.name + "_curves.dat", seeds);
+      if (plot_curves(dir, info, rows)) {
+        md << "![" << info.name << " loss against steps](" << info.name << "_loss_vs_steps.png)\n"
+           << "![" << info.name << " loss against seconds](" << info.name << "_loss_vs_seconds.png)\n\n";
+      } else {
+        plotted = false;
+      }
+    } else {
+      write_curves(dir + "/" + info.name + "_curves.dat", seeds);
+    }
+    for (const NormSummary& s : rows) {
+      json << (first_json ? "" : ",\n") << "  {\"task\": " << json_string(info.name)
+           << ", \"norm\": " << json_string(norm_name(s.norm)) << ", \"metric\": " << json_string(info.metric)
+           << ", \"value\": " << json_number(s.metric_mean)
+           << ", \"lower_is_better\": " << (info.lower_is_better ? "true" : "false")
+           << ", \"seconds_per_1k_steps\": " << json_number(s.seconds_per_1k_mean)
+           << ", \"value_std\": " << json_number(s.metric_std) << ", \"values\": [";
+      for (size_t i = 0; i < s.metrics.size(); ++i) json << (i ? ", " : "") << json_number(s.metrics[i]);
+      json << "], \"seconds_per_1k_steps_std\": " << json_number(s.seconds_per_1k_std)
+           << ", \"norm_seconds_per_1k_steps\": " << json_number(s.norm_seconds_per_1k_mean)
+           << ", \"norm_share\": " << json_number(s.norm_share_mean)
+           << ", \"time_saved_vs_layernorm\": " << json_number(s.time_saved_vs_layernorm)
+           << ", \"partial\": " << json_number(s.partial) << ", \"steps\": " << info.steps
+           << ", \"seeds\": " << s.seeds << ", \"diverged\": " << s.diverged << ", \"threads\": " << run.threads
+           << "}";
+      first_json = false;
+    }
+  }
+  json << "\n]\n";
+  if (!gnuplot)
+    std::fprintf(stderr,
+                 "warning: gnuplot not found, so no PNG plots: install the Debian package gnuplot-nox "
+                 "(sudo apt-get install gnuplot-nox); the curve data is in %s\n",
+                 dir.c_str());
+  else if (!plotted)
+    std::fprintf(stderr, "warning: gnuplot failed on some plots; the scripts and data are in %s\n", dir.c_str());
+  return plotted;
+}
+
+}  // namespace repro
