@@ -59,20 +59,21 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kGeluCubic = 0.044715f;
 }  // namespace
 
+// GELU(x) = 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3).
 void gelu_forward(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    y[i] = 0.5f * v * (1.0f + std::tanh(kGeluScale * (v + kGeluCubic * v * v * v)));
+    y[i] = v * sigmoid(2.0f * kGeluScale * (v + kGeluCubic * v * v * v));
   }
 }
 
+// d/dx x s(2u) = s + x s (1 - s) 2 u',  u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 void gelu_backward(const float* x, const float* dy, float* dx, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
-    const float inner = kGeluScale * (v + kGeluCubic * v * v * v);
-    const float t = std::tanh(inner);
-    const float dinner = kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
-    dx[i] = dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * dinner);
+    const float s = sigmoid(2.0f * kGeluScale * (v + kGeluCubic * v * v * v));
+    const float du = kGeluScale * (1.0f + 3.0f * kGeluCubic * v * v);
+    dx[i] = dy[i] * (s + 2.0f * v * s * (1.0f - s) * du);
   }
 }
 

@@ -87,7 +87,7 @@ double GruLm::forward(const int32_t* tokens) {
       for (int j = 0; j < 2 * H; ++j) gates[j] = sigmoid(xg[j] + hg[j]);
       for (int j = 0; j < H; ++j) {
         const float r = gates[j], z = gates[H + j];
-        cand[j] = std::tanh(xc[j] + r * hc[j]);
+        cand[j] = tanh_via_exp(xc[j] + r * hc[j]);
         h_next[b * H + j] = z * h_prev[b * H + j] + (1.0f - z) * cand[j];
       }
     }

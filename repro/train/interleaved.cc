@@ -48,6 +48,13 @@ double VariantResult::norm_seconds_per_1k_steps() const {
   return 1000.0 * median(per_step);
 }
 
+double paired_time_ratio(const VariantResult& a, const VariantResult& b) {
+  std::vector<double> ratios;
+  for (size_t i = 0; i < a.chunk_seconds.size() && i < b.chunk_seconds.size(); ++i)
+    ratios.push_back((a.chunk_seconds[i] / a.chunk_steps[i]) / (b.chunk_seconds[i] / b.chunk_steps[i]));
+  return median(ratios);
+}
+
 TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uint64_t seed,
                              const ProgressFn& progress) {
   const TaskInfo& info = task.info();

@@ -33,6 +33,10 @@ struct VariantResult {
   double norm_share() const;                 // norm_seconds / train_seconds
 };
 
+// Median over rounds of a's per-step time over b's in the same round. Variants of a round run back to
+// back, so the ratio cancels load that changes slowly over the run (other processes, clock speed).
+double paired_time_ratio(const VariantResult& a, const VariantResult& b);
+
 struct TaskResult {
   TaskInfo info;
   uint64_t seed = 0;

@@ -29,11 +29,12 @@ const char kUsage[] =
     "  tiny    a few steps of each, to check the pipeline\n"
     "options:\n"
     "  --out DIR          report folder (default report-MODE)\n"
-    "  --threads N        OpenBLAS and rmsnorm threads, the same for every variant (default 2, at most the cores)\n"
+    "  --threads N        OpenBLAS and rmsnorm threads, the same for every variant (default 1, at most the cores)\n"
     "  --tasks a,b        among gru-kjv, transformer-kjv, mlp-fashion (default all)\n"
     "  --norms a,b        among none, layernorm, l2norm, rmsnorm, prmsnorm (default all)\n"
     "  --seeds 1,2,3      (default 1 for demo and tiny, 1,2,3 for repro)\n"
     "  --steps N          override the steps per variant of every task\n"
+    "  --lr F             override the peak learning rate of every task\n"
     "  --kjv-cache FILE   plain-text cache of the KJV corpus (default kjv-corpus.txt beside this program)\n"
     "  --fashion-mnist-dir DIR  (default /usr/share/datasets/fashion-mnist)\n";
 
@@ -57,11 +58,12 @@ std::string program_dir() {
 struct Options {
   std::string mode;
   std::string out;
-  int threads = 2;
+  int threads = 1;
   std::vector<std::string> tasks = task_names();
   std::vector<NormKind> norms = all_norms();
   std::vector<uint64_t> seeds;
   int64_t steps = 0;
+  float lr = 0.0f;
   std::string kjv_cache;
   std::string fashion_mnist_dir = kFashionMnistDir;
   std::string command_line;
@@ -88,6 +90,7 @@ Options parse(int argc, char** argv) {
     } else if (flag == "--seeds") {
       for (const std::string& s : split(value)) o.seeds.push_back(std::stoull(s));
     } else if (flag == "--steps") o.steps = std::stoll(value);
+    else if (flag == "--lr") o.lr = std::stof(value);
     else if (flag == "--kjv-cache") o.kjv_cache = value;
     else if (flag == "--fashion-mnist-dir") o.fashion_mnist_dir = value;
     else throw std::invalid_argument("unknown option " + flag + "\n" + kUsage);
@@ -148,6 +151,7 @@ int run(int argc, char** argv) {
   for (const std::string& name : o.tasks) {
     std::unique_ptr<Task> task = make_task(name, scale, data);
     if (o.steps > 0) task->override_steps(o.steps);
+    if (o.lr > 0.0f) task->override_learning_rate(o.lr);
     std::vector<TaskResult> seeds;
     for (uint64_t seed : o.seeds) {
       std::printf("%s (seed %llu): %s\n", task->info().title.c_str(), static_cast<unsigned long long>(seed),
@@ -161,7 +165,7 @@ int run(int argc, char** argv) {
     const std::string table = format_table(task->info(), summarize(seeds));
     std::printf("%s", table.c_str());
     std::fflush(stdout);
-    tables += table;
+    tables += format_table(task->info(), summarize(seeds), /*header=*/tables.empty());
     results.push_back(std::move(seeds));
   }
   info.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

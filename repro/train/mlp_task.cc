@@ -104,14 +104,14 @@ std::unique_ptr<Task> make_mlp_task(Scale scale, const FashionMnist& data) {
     case Scale::kDemo:
       c.hidden = 256;
       c.batch = 128;
-      info.steps = 1500;
-      info.chunk = 50;
+      info.steps = 2000;
+      info.chunk = 25;
       break;
     case Scale::kRepro:
       c.hidden = 256;
       c.batch = 128;
       info.steps = 4700;  // 10 epochs
-      info.chunk = 50;
+      info.chunk = 25;
       break;
   }
   info.name = "mlp-fashion";

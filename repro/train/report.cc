@@ -12,6 +12,16 @@
 namespace repro {
 namespace {
 
+// A gnuplot double-quoted string literal.
+std::string gp_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 void mean_std(const std::vector<double>& v, double* mean, double* stddev) {
@@ -100,17 +110,16 @@ bool plot_curves(const std::string& dir, const TaskInfo& info, const std::vector
   gp << "# Draws the training curves of " << info.name << ": gnuplot " << info.name << "_plot.gp (in this folder)\n"
      << "set terminal pngcairo size 960,600 font 'sans,11'\n"
      << "set grid\nset key top right\n"
-     << "set ylabel 'training loss (" << info.loss_unit << ", mean per chunk)'\n";
+     << "set ylabel " << gp_string("training loss (" + info.loss_unit + ", mean per chunk)") << "\n";
   for (const char* axis : {"steps", "seconds"}) {
     const bool steps = std::string(axis) == "steps";
-    gp << "set output '" << info.name << "_loss_vs_" << axis << ".png'\n"
-       << "set title '" << info.title << ": training loss against " << (steps ? "steps" : "training seconds")
-       << "'\n"
-       << "set xlabel '" << (steps ? "step" : "seconds of training (this process, interleaved)") << "'\n"
+    gp << "set output " << gp_string(info.name + "_loss_vs_" + axis + ".png") << "\n"
+       << "set title " << gp_string(info.title + ": training loss against " + (steps ? "steps" : "seconds")) << "\n"
+       << "set xlabel " << gp_string(steps ? "step" : "seconds of training (this process, interleaved)") << "\n"
        << "plot ";
     for (size_t v = 0; v < rows.size(); ++v)
-      gp << (v ? ", \\\n     " : "") << "'" << info.name << "_curves.dat' index " << v << " using "
-         << (steps ? "1:2" : "3:2") << " with lines lw 2 title '" << norm_label(rows[v]) << "'";
+      gp << (v ? ", \\\n     " : "") << gp_string(info.name + "_curves.dat") << " index " << v << " using "
+         << (steps ? "1:2" : "3:2") << " with lines lw 2 title " << gp_string(norm_label(rows[v]));
     gp << "\n";
   }
   gp.close();
@@ -143,23 +152,33 @@ std::vector<NormSummary> summarize(const std::vector<TaskResult>& seeds) {
     mean_std(share, &s.norm_share_mean, &unused);
     rows.push_back(s);
   }
-  const NormSummary* layernorm = nullptr;
-  for (const NormSummary& s : rows)
-    if (s.norm == NormKind::kLayerNorm) layernorm = &s;
-  for (NormSummary& s : rows) {
-    s.time_saved_vs_layernorm = layernorm ? 1.0 - s.seconds_per_1k_mean / layernorm->seconds_per_1k_mean : kNaN;
-    s.metric_vs_layernorm = layernorm ? s.metric_mean / layernorm->metric_mean - 1.0 : kNaN;
+  // Time saved: 1 - the paired (same-round) time ratio to LayerNorm, averaged over seeds.
+  size_t layernorm = rows.size();
+  for (size_t v = 0; v < rows.size(); ++v)
+    if (rows[v].norm == NormKind::kLayerNorm) layernorm = v;
+  for (size_t v = 0; v < rows.size(); ++v) {
+    NormSummary& s = rows[v];
+    if (layernorm == rows.size()) {
+      s.time_saved_vs_layernorm = s.metric_vs_layernorm = kNaN;
+      continue;
+    }
+    std::vector<double> ratios;
+    for (const TaskResult& r : seeds) ratios.push_back(paired_time_ratio(r.variants[v], r.variants[layernorm]));
+    double ratio, unused;
+    mean_std(ratios, &ratio, &unused);
+    s.time_saved_vs_layernorm = 1.0 - ratio;
+    s.metric_vs_layernorm = s.metric_mean / rows[layernorm].metric_mean - 1.0;
   }
   return rows;
 }
 
-std::string format_table(const TaskInfo& info, const std::vector<NormSummary>& rows) {
+std::string format_table(const TaskInfo& info, const std::vector<NormSummary>& rows, bool header) {
   const bool several = !rows.empty() && rows[0].seeds > 1;
   std::ostringstream out;
   char line[512];
   std::snprintf(line, sizeof line, "%-20s %-20s %18s %9s %16s %12s %11s %10s\n", "task", "norm", info.metric.c_str(),
                 "vs LN", "s / 1k steps", "saved vs LN", "norm s/1k", "norm share");
-  out << line;
+  if (header) out << line;
   for (const NormSummary& s : rows) {
     std::string metric = s.diverged == s.seeds ? "diverged" : number(s.metric_mean, "%.3f");
     if (several && s.diverged < s.seeds) metric += " ± " + number(s.metric_std, "%.3f");
@@ -191,8 +210,9 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
      << "Every variant of a task trains in this one process, interleaved in chunks of steps (the order rotates "
         "every round), with the same threads, steps, batches and initial weights. *s / 1k steps* is the median "
         "over chunks of the chunk's seconds per step (forward, backward and Adam update; evaluation excluded), "
-        "times 1000; *saved vs LN* is 1 - (s / 1k steps) / LayerNorm's; *vs LN* is the metric relative to "
-        "LayerNorm's; *norm s/1k* is the same median for the time inside the normalization calls (forward and "
+        "times 1000; *saved vs LN* is 1 - the median over rounds of the variant's chunk time over LayerNorm's "
+        "chunk time in the same round (paired, so slow changes in machine load cancel); *vs LN* is the metric "
+        "relative to LayerNorm's; *norm s/1k* is the same median for the time inside the normalization calls (forward and "
         "backward) and *norm share* their share of all training time. pRMSNorm's p is the task's (6.25% for the "
         "language models, 12.5% for the image task, as in the paper).\n\n";
   json << "[\n";

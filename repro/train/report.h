@@ -30,13 +30,13 @@ struct NormSummary {
   double seconds_per_1k_mean = 0, seconds_per_1k_std = 0;
   double norm_seconds_per_1k_mean = 0;
   double norm_share_mean = 0;
-  double time_saved_vs_layernorm = 0;      // 1 - s/1k / LayerNorm's s/1k (NaN without LayerNorm)
+  double time_saved_vs_layernorm = 0;      // 1 - paired_time_ratio(this, LayerNorm), mean over seeds
   double metric_vs_layernorm = 0;          // metric / LayerNorm's metric - 1
 };
 std::vector<NormSummary> summarize(const std::vector<TaskResult>& seeds_of_one_task);
 
-// The table for one task, in the paper's form, as fixed-width text.
-std::string format_table(const TaskInfo& info, const std::vector<NormSummary>& rows);
+// The table for one task, in the paper's form, as fixed-width text (with a header line if asked).
+std::string format_table(const TaskInfo& info, const std::vector<NormSummary>& rows, bool header = true);
 
 // Writes dir/report.md, dir/results.json, and per task the curve data, the gnuplot script and the PNGs.
 // results: [task][seed]. Returns false (after a warning on stderr) if the plots could not be drawn.

@@ -52,6 +52,7 @@ class Task {
   virtual std::unique_ptr<Variant> make_variant(const NormConfig& norm, uint64_t seed) = 0;
   // Runs `steps` steps instead, with the warmup scaled in proportion and the decay ending at `steps`.
   void override_steps(int64_t steps);
+  void override_learning_rate(float lr) { info_.adam.lr = lr; }
 
  private:
   TaskInfo info_;
