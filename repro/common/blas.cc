@@ -12,6 +12,6 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const fl
 
 void set_blas_threads(int n) { openblas_set_num_threads(n); }
 int blas_threads() { return openblas_get_num_threads(); }
-std::string blas_description() { return std::string("OpenBLAS ") + openblas_get_config(); }
+std::string blas_description() { return openblas_get_config(); }  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
 
 }  // namespace repro

@@ -1,6 +1,8 @@
 #include "train/interleaved.h"
 
 #include <algorithm>
+#include <time.h>
+
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -17,6 +19,12 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+double process_cpu_seconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
 struct Running {
@@ -48,10 +56,12 @@ double VariantResult::norm_seconds_per_1k_steps() const {
   return 1000.0 * median(per_step);
 }
 
-double paired_time_ratio(const VariantResult& a, const VariantResult& b) {
+double paired_time_ratio(const VariantResult& a, const VariantResult& b, bool cpu) {
+  const std::vector<double>& ta = cpu ? a.chunk_cpu_seconds : a.chunk_seconds;
+  const std::vector<double>& tb = cpu ? b.chunk_cpu_seconds : b.chunk_seconds;
   std::vector<double> ratios;
-  for (size_t i = 0; i < a.chunk_seconds.size() && i < b.chunk_seconds.size(); ++i)
-    ratios.push_back((a.chunk_seconds[i] / a.chunk_steps[i]) / (b.chunk_seconds[i] / b.chunk_steps[i]));
+  for (size_t i = 0; i < ta.size() && i < tb.size(); ++i)
+    ratios.push_back((ta[i] / a.chunk_steps[i]) / (tb[i] / b.chunk_steps[i]));
   return median(ratios);
 }
 
@@ -77,6 +87,7 @@ TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uin
       Running& run = runs[(k + static_cast<size_t>(round)) % runs.size()];  // rotate who goes first
       if (run.result.diverged) continue;
       const double norm_before = run.variant->clock.seconds;
+      const double cpu_start = process_cpu_seconds();
       const auto start = std::chrono::steady_clock::now();
       for (int64_t step = done; step < done + n; ++step) {
         const double loss = run.variant->forward_backward(step);
@@ -89,6 +100,7 @@ TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uin
       }
       run.result.chunk_seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      run.result.chunk_cpu_seconds.push_back(process_cpu_seconds() - cpu_start);
       run.result.chunk_norm_seconds.push_back(run.variant->clock.seconds - norm_before);
       run.result.chunk_steps.push_back(static_cast<int64_t>(run.result.losses.size()) - run.result.steps_done);
       run.result.steps_done = static_cast<int64_t>(run.result.losses.size());

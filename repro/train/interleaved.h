@@ -25,6 +25,7 @@ struct VariantResult {
   std::vector<int64_t> chunk_steps;  // steps in each chunk this variant ran
   std::vector<double> chunk_seconds; // wall time of each chunk: forward, backward and update
   std::vector<double> chunk_norm_seconds;  // of which inside normalization
+  std::vector<double> chunk_cpu_seconds;   // process CPU time of each chunk (all threads)
   double train_seconds() const;
   double norm_seconds() const;
   // Median over chunks of seconds per step, times 1000: robust to bursts of load from other processes.
@@ -35,7 +36,9 @@ struct VariantResult {
 
 // Median over rounds of a's per-step time over b's in the same round. Variants of a round run back to
 // back, so the ratio cancels load that changes slowly over the run (other processes, clock speed).
-double paired_time_ratio(const VariantResult& a, const VariantResult& b);
+// With cpu, the ratio of process CPU times: with one thread, the time this process computed, whatever
+// other processes did to its wall time.
+double paired_time_ratio(const VariantResult& a, const VariantResult& b, bool cpu = false);
 
 struct TaskResult {
   TaskInfo info;

@@ -85,7 +85,8 @@ class LmTask : public Task {
 std::string kjv_data_line(const CharCorpus& corpus, int64_t eval_windows, int seq_len) {
   std::ostringstream s;
   const int64_t windows = std::min<int64_t>(eval_windows, static_cast<int64_t>(corpus.valid.size() - 1) / seq_len);
-  s << "KJV Bible (Debian bible-kjv), one verse per line, " << corpus.vocab_size() << " characters; train: first 90% ("
+  s << "KJV Bible (Debian bible-kjv), one verse per line, a vocabulary of " << corpus.vocab_size()
+    << " characters; train: first 90% ("
     << corpus.train.size() << " chars), valid: last 10% (" << corpus.valid.size() << " chars), evaluated on its first "
     << windows * seq_len << " characters";
   return s.str();

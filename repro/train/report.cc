@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -68,13 +69,16 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+struct CurvePoint {
+  int64_t step;
+  double loss, seconds;
+};
+
 // Training loss per chunk (mean over the chunk's steps and over seeds), at the chunk's last step and at
-// the variant's cumulative training seconds (mean over seeds). One gnuplot data block per norm.
-void write_curves(const std::string& path, const std::vector<TaskResult>& seeds) {
-  std::ofstream out(path);
-  out << "# step  loss  seconds   (one block per norm; loss in " << seeds[0].info.loss_unit << ")\n";
-  for (size_t v = 0; v < seeds[0].variants.size(); ++v) {
-    out << "# " << norm_name(seeds[0].variants[v].norm) << "\n";
+// the variant's cumulative training seconds (mean over seeds): one curve per norm.
+std::vector<std::vector<CurvePoint>> make_curves(const std::vector<TaskResult>& seeds) {
+  std::vector<std::vector<CurvePoint>> curves(seeds[0].variants.size());
+  for (size_t v = 0; v < curves.size(); ++v)
     for (size_t c = 0;; ++c) {
       double loss = 0.0, seconds = 0.0;
       int64_t step = 0;
@@ -93,10 +97,38 @@ void write_curves(const std::string& path, const std::vector<TaskResult>& seeds)
         ++n;
       }
       if (n == 0) break;
-      out << step << " " << loss / n << " " << seconds / n << "\n";
+      curves[v].push_back({step, loss / n, seconds / n});
     }
+  return curves;
+}
+
+// One gnuplot data block per norm: step, loss, seconds.
+void write_curves(const std::string& path, const std::vector<TaskResult>& seeds,
+                  const std::vector<std::vector<CurvePoint>>& curves) {
+  std::ofstream out(path);
+  out << "# step  loss  seconds   (one block per norm; loss in " << seeds[0].info.loss_unit << ")\n";
+  for (size_t v = 0; v < curves.size(); ++v) {
+    out << "# " << norm_name(seeds[0].variants[v].norm) << "\n";
+    for (const CurvePoint& p : curves[v]) out << p.step << " " << p.loss << " " << p.seconds << "\n";
     out << "\n\n";
   }
+}
+
+// A y range that shows the end of training: from just below the lowest loss to the highest loss any
+// norm has after a tenth of the run (the first steps' losses would squash the rest).
+std::pair<double, double> y_range(const std::vector<std::vector<CurvePoint>>& curves) {
+  double low = 1e300, high = -1e300;
+  for (const auto& curve : curves) {
+    if (curve.empty()) continue;
+    const size_t from = curve.size() / 10;
+    for (size_t i = 0; i < curve.size(); ++i) {
+      low = std::min(low, curve[i].loss);
+      if (i >= from) high = std::max(high, curve[i].loss);
+    }
+  }
+  if (!(low < high)) return {0.0, 0.0};
+  const double margin = 0.05 * (high - low);
+  return {low - margin, high + margin};
 }
 
 bool have_program(const std::string& name) {
@@ -104,13 +136,16 @@ bool have_program(const std::string& name) {
 }
 
 // Two PNGs per task: loss against steps and against seconds.
-bool plot_curves(const std::string& dir, const TaskInfo& info, const std::vector<NormSummary>& rows) {
+bool plot_curves(const std::string& dir, const TaskInfo& info, const std::vector<NormSummary>& rows,
+                 const std::vector<std::vector<CurvePoint>>& curves) {
   const std::string script = dir + "/" + info.name + "_plot.gp";
   std::ofstream gp(script);
   gp << "# Draws the training curves of " << info.name << ": gnuplot " << info.name << "_plot.gp (in this folder)\n"
      << "set terminal pngcairo size 960,600 font 'sans,11'\n"
      << "set grid\nset key top right\n"
      << "set ylabel " << gp_string("training loss (" + info.loss_unit + ", mean per chunk)") << "\n";
+  const auto [low, high] = y_range(curves);
+  if (low < high) gp << "set yrange [" << low << ":" << high << "]\n";
   for (const char* axis : {"steps", "seconds"}) {
     const bool steps = std::string(axis) == "steps";
     gp << "set output " << gp_string(info.name + "_loss_vs_" + axis + ".png") << "\n"
@@ -159,14 +194,19 @@ std::vector<NormSummary> summarize(const std::vector<TaskResult>& seeds) {
   for (size_t v = 0; v < rows.size(); ++v) {
     NormSummary& s = rows[v];
     if (layernorm == rows.size()) {
-      s.time_saved_vs_layernorm = s.metric_vs_layernorm = kNaN;
+      s.time_saved_vs_layernorm = s.cpu_time_saved_vs_layernorm = s.metric_vs_layernorm = kNaN;
       continue;
     }
-    std::vector<double> ratios;
-    for (const TaskResult& r : seeds) ratios.push_back(paired_time_ratio(r.variants[v], r.variants[layernorm]));
-    double ratio, unused;
+    std::vector<double> ratios, cpu_ratios;
+    for (const TaskResult& r : seeds) {
+      ratios.push_back(paired_time_ratio(r.variants[v], r.variants[layernorm]));
+      cpu_ratios.push_back(paired_time_ratio(r.variants[v], r.variants[layernorm], /*cpu=*/true));
+    }
+    double ratio, cpu_ratio, unused;
     mean_std(ratios, &ratio, &unused);
+    mean_std(cpu_ratios, &cpu_ratio, &unused);
     s.time_saved_vs_layernorm = 1.0 - ratio;
+    s.cpu_time_saved_vs_layernorm = 1.0 - cpu_ratio;
     s.metric_vs_layernorm = s.metric_mean / rows[layernorm].metric_mean - 1.0;
   }
   return rows;
@@ -228,17 +268,20 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
     for (const TaskResult& r : seeds) md << " " << r.seed;
     md << "\n- Parameters:";
     for (const VariantResult& v : seeds[0].variants) md << " " << norm_name(v.norm) << " " << v.parameters << ";";
-    md << "\n\n```\n" << format_table(info, rows) << "```\n\n";
+    md << "\n\n```\n" << format_table(info, rows) << "```\n\n"
+       << "Saved vs LayerNorm in process CPU time (paired the same way; with one thread this is the time the "
+          "process computed, whatever other processes did to its wall time):";
+    for (const NormSummary& s : rows) md << " " << norm_label(s) << " " << number(100.0 * s.cpu_time_saved_vs_layernorm, "%+.1f%%") << ";";
+    md << "\n\n";
+    const std::vector<std::vector<CurvePoint>> curves = make_curves(seeds);
+    write_curves(dir + "/" + info.name + "_curves.dat", seeds, curves);
     if (gnuplot) {
-      write_curves(dir + "/" + info.name + "_curves.dat", seeds);
-      if (plot_curves(dir, info, rows)) {
+      if (plot_curves(dir, info, rows, curves)) {
         md << "![" << info.name << " loss against steps](" << info.name << "_loss_vs_steps.png)\n"
            << "![" << info.name << " loss against seconds](" << info.name << "_loss_vs_seconds.png)\n\n";
       } else {
         plotted = false;
       }
-    } else {
-      write_curves(dir + "/" + info.name + "_curves.dat", seeds);
     }
     for (const NormSummary& s : rows) {
       json << (first_json ? "" : ",\n") << "  {\"task\": " << json_string(info.name)
@@ -252,6 +295,7 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
            << ", \"norm_seconds_per_1k_steps\": " << json_number(s.norm_seconds_per_1k_mean)
            << ", \"norm_share\": " << json_number(s.norm_share_mean)
            << ", \"time_saved_vs_layernorm\": " << json_number(s.time_saved_vs_layernorm)
+           << ", \"cpu_time_saved_vs_layernorm\": " << json_number(s.cpu_time_saved_vs_layernorm)
            << ", \"partial\": " << json_number(s.partial) << ", \"steps\": " << info.steps
            << ", \"seeds\": " << s.seeds << ", \"diverged\": " << s.diverged << ", \"threads\": " << run.threads
            << "}";

@@ -31,6 +31,7 @@ struct NormSummary {
   double norm_seconds_per_1k_mean = 0;
   double norm_share_mean = 0;
   double time_saved_vs_layernorm = 0;      // 1 - paired_time_ratio(this, LayerNorm), mean over seeds
+  double cpu_time_saved_vs_layernorm = 0;  // the same with process CPU time
   double metric_vs_layernorm = 0;          // metric / LayerNorm's metric - 1
 };
 std::vector<NormSummary> summarize(const std::vector<TaskResult>& seeds_of_one_task);
