@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 
 # Build tools and the library's own dependencies, then the reproduction's: BLAS, zlib, the two data sets
 # and gnuplot for the plots.
-packages="cmake g++ pkg-config libhwy-dev libopenblas-dev zlib1g-dev bible-kjv dataset-fashion-mnist gnuplot-nox"
+packages="cmake g++ pkg-config libhwy-dev libgtest-dev libopenblas-dev zlib1g-dev bible-kjv dataset-fashion-mnist gnuplot-nox"
 missing=""
 for p in $packages; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
