@@ -35,8 +35,10 @@ GruLm::GruLm(const GruLmConfig& c, const NormConfig& norm, uint64_t seed, NormCl
   inputs_.resize(n);
   targets_.resize(n);
   x_.resize(n * c.embed);
-  for (auto* v : {&xg_, &xg_n_, &hg_, &hg_n_, &gates_, &dxg_, &dhg_}) v->resize(n * 2 * H);
-  for (auto* v : {&xc_, &xc_n_, &hc_, &hc_n_, &cand_, &dxc_, &dhc_, &dh_out_}) v->resize(n * H);
+  for (auto* v : {&xg_, &xg_n_, &hg_, &hg_n_, &gates_, &dxg_n_, &dxg_, &dhg_}) v->resize(n * 2 * H);
+  for (auto* v : {&xc_, &xc_n_, &hc_, &hc_n_, &cand_, &dxc_n_, &dxc_, &dhc_, &dh_out_}) v->resize(n * H);
+  dhg_n_.resize(int64_t{c.batch} * 2 * H);
+  dhc_n_.resize(int64_t{c.batch} * H);
   for (auto* v : {&mean_xg_, &rstd_xg_, &mean_xc_, &rstd_xc_, &mean_hg_, &rstd_hg_, &mean_hc_, &rstd_hc_})
     v->resize(n);
   h_.assign((n + c.batch) * H, 0.0f);
@@ -125,10 +127,10 @@ void GruLm::backward() {
       const float* gates = &gates_[row * 2 * H];
       const float* cand = &cand_[row * H];
       const float* hc = &hc_n_[row * H];
-      float* dxg = &dxg_[row * 2 * H];
-      float* dhg = &dhg_[row * 2 * H];
-      float* dxc = &dxc_[row * H];
-      float* dhc = &dhc_[row * H];
+      float* dxg = &dxg_n_[row * 2 * H];
+      float* dhg = &dhg_n_[int64_t{b} * 2 * H];
+      float* dxc = &dxc_n_[row * H];
+      float* dhc = &dhc_n_[int64_t{b} * H];
       float* dh = &dh_[b * H];
       for (int j = 0; j < H; ++j) {
         const float r = gates[j], z = gates[H + j], c = cand[j], hp = h_prev[b * H + j];
@@ -145,9 +147,9 @@ void GruLm::backward() {
         dh[j] = d * z;  // the direct path to h_{t-1}; the products through U_g and U_c are added below
       }
     }
-    // Through the hidden-side norms (in place), then the products with h_{t-1}.
-    n_hg_.backward(&dhg_[at * 2 * H], &hg_[at * 2 * H], &mean_hg_[at], &rstd_hg_[at], &dhg_[at * 2 * H], B);
-    n_hc_.backward(&dhc_[at * H], &hc_[at * H], &mean_hc_[at], &rstd_hc_[at], &dhc_[at * H], B);
+    // Through the hidden-side norms, then the products with h_{t-1}.
+    n_hg_.backward(dhg_n_.data(), &hg_[at * 2 * H], &mean_hg_[at], &rstd_hg_[at], &dhg_[at * 2 * H], B);
+    n_hc_.backward(dhc_n_.data(), &hc_[at * H], &mean_hc_[at], &rstd_hc_[at], &dhc_[at * H], B);
     if (t > 0) {  // h_0 is the constant zero state: nothing flows into it
       gemm(false, true, B, H, 2 * H, 1.0f, &dhg_[at * 2 * H], 2 * H, u_g_.data(), 2 * H, 1.0f, dh_.data(), H);
       gemm(false, true, B, H, H, 1.0f, &dhc_[at * H], H, u_c_.data(), H, 1.0f, dh_.data(), H);
@@ -158,8 +160,8 @@ void GruLm::backward() {
   gemm(true, false, H, H, rows_, 1.0f, h_.data(), H, dhc_.data(), H, 0.0f, u_c_.grad.data(), H);
 
   // The input side, all steps at once.
-  n_xg_.backward(dxg_.data(), xg_.data(), mean_xg_.data(), rstd_xg_.data(), dxg_.data(), rows_);
-  n_xc_.backward(dxc_.data(), xc_.data(), mean_xc_.data(), rstd_xc_.data(), dxc_.data(), rows_);
+  n_xg_.backward(dxg_n_.data(), xg_.data(), mean_xg_.data(), rstd_xg_.data(), dxg_.data(), rows_);
+  n_xc_.backward(dxc_n_.data(), xc_.data(), mean_xc_.data(), rstd_xc_.data(), dxc_.data(), rows_);
   gemm(true, false, E, 2 * H, rows_, 1.0f, x_.data(), E, dxg_.data(), 2 * H, 0.0f, w_xg_.grad.data(), 2 * H);
   gemm(true, false, E, H, rows_, 1.0f, x_.data(), E, dxc_.data(), H, 0.0f, w_xc_.grad.data(), H);
   gemm(false, true, rows_, E, 2 * H, 1.0f, dxg_.data(), 2 * H, w_xg_.data(), 2 * H, 0.0f, dx_.data(), E);

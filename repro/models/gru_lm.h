@@ -72,8 +72,12 @@ class GruLm {
   std::vector<float> dlogits_;              // (T * B, V)
   std::vector<float> dh_out_;               // (T * B, H) from the output layer
   std::vector<float> dh_;                   // (B, H) into the current step
-  std::vector<float> dxg_, dxc_;            // (T * B, 2H), (T * B, H): into the input-side norms, then through them
-  std::vector<float> dhg_, dhc_;            // (T * B, 2H), (T * B, H): into the hidden-side norms, then through them
+  // Into the norms (d of their outputs) and out of them (d of their inputs). Separate buffers: the
+  // library allows dx to alias dy, but its in-place backward is several times slower.
+  std::vector<float> dxg_n_, dxc_n_;        // (T * B, 2H), (T * B, H): into the input-side norms
+  std::vector<float> dhg_n_, dhc_n_;        // (B, 2H), (B, H): into the hidden-side norms, one step
+  std::vector<float> dxg_, dxc_;            // (T * B, 2H), (T * B, H): out of the input-side norms
+  std::vector<float> dhg_, dhc_;            // (T * B, 2H), (T * B, H): out of the hidden-side norms
   std::vector<float> dx_;                   // (T * B, E)
 };
 
