@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct Case {
   std::string model;
   NormKind norm;
 };
+
+// How GoogleTest prints a Case (in ctest's test names too).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << " under " << norm_name(c.norm); }
 
 std::string case_name(const testing::TestParamInfo<Case>& info) {
   return info.param.model + "_" + norm_name(info.param.norm);
