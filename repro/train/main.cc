@@ -1,0 +1,193 @@
+// rmsnorm-repro: the paper's experiments with our kernels. `rmsnorm-repro demo` is the README's first
+// command (all three tasks, all five norms, a few minutes); `rmsnorm-repro repro` is the longer run
+// with several seeds. Both end with the line "report: DIR".
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/blas.h"
+#include "data/missing_data.h"
+#include "rmsnorm/rmsnorm.hpp"
+#include "train/interleaved.h"
+#include "train/report.h"
+#include "train/tasks.h"
+
+namespace repro {
+namespace {
+
+const char kUsage[] =
+    "usage: rmsnorm-repro demo|repro|tiny [options]\n"
+    "  demo    all tasks and norms, short runs, one seed (about 6 minutes on 2 cores)\n"
+    "  repro   longer runs with several seeds (mean and spread)\n"
+    "  tiny    a few steps of each, to check the pipeline\n"
+    "options:\n"
+    "  --out DIR          report folder (default report-MODE)\n"
+    "  --threads N        OpenBLAS and rmsnorm threads, the same for every variant (default 1, at most the cores)\n"
+    "  --tasks a,b        among gru-kjv, transformer-kjv, mlp-fashion (default all)\n"
+    "  --norms a,b        among none, layernorm, l2norm, rmsnorm, prmsnorm (default all)\n"
+    "  --seeds 1,2,3      (default 1 for demo and tiny, 1,2,3 for repro)\n"
+    "  --steps N          override the steps per variant of every task\n"
+    "  --lr F             override the peak learning rate of every task\n"
+    "  --kjv-cache FILE   plain-text cache of the KJV corpus (default kjv-corpus.txt beside this program)\n"
+    "  --fashion-mnist-dir DIR  (default /usr/share/datasets/fashion-mnist)\n";
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::string program_dir() {
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return ".";
+  std::string p(path, static_cast<size_t>(n));
+  return p.substr(0, p.find_last_of('/'));
+}
+
+struct Options {
+  std::string mode;
+  std::string out;
+  int threads = 1;
+  std::vector<std::string> tasks = task_names();
+  std::vector<NormKind> norms = all_norms();
+  std::vector<uint64_t> seeds;
+  int64_t steps = 0;
+  float lr = 0.0f;
+  std::string kjv_cache;
+  std::string fashion_mnist_dir = kFashionMnistDir;
+  std::string command_line;
+};
+
+Options parse(int argc, char** argv) {
+  if (argc < 2) throw std::invalid_argument(kUsage);
+  Options o;
+  o.mode = argv[1];
+  if (o.mode != "demo" && o.mode != "repro" && o.mode != "tiny") throw std::invalid_argument(kUsage);
+  o.command_line = "rmsnorm-repro";
+  for (int i = 1; i < argc; ++i) o.command_line += std::string(" ") + argv[i];
+  for (int i = 2; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") throw std::invalid_argument(kUsage);
+    if (i + 1 >= argc) throw std::invalid_argument("missing value after " + flag + "\n" + kUsage);
+    const std::string value = argv[++i];
+    if (flag == "--out") o.out = value;
+    else if (flag == "--threads") o.threads = std::stoi(value);
+    else if (flag == "--tasks") o.tasks = split(value);
+    else if (flag == "--norms") {
+      o.norms.clear();
+      for (const std::string& n : split(value)) o.norms.push_back(parse_norm(n));
+    } else if (flag == "--seeds") {
+      for (const std::string& s : split(value)) o.seeds.push_back(std::stoull(s));
+    } else if (flag == "--steps") o.steps = std::stoll(value);
+    else if (flag == "--lr") o.lr = std::stof(value);
+    else if (flag == "--kjv-cache") o.kjv_cache = value;
+    else if (flag == "--fashion-mnist-dir") o.fashion_mnist_dir = value;
+    else throw std::invalid_argument("unknown option " + flag + "\n" + kUsage);
+  }
+  if (o.out.empty()) o.out = "report-" + o.mode;
+  if (o.seeds.empty()) o.seeds = o.mode == "repro" ? std::vector<uint64_t>{1, 2, 3} : std::vector<uint64_t>{1};
+  if (o.kjv_cache.empty()) o.kjv_cache = program_dir() + "/kjv-corpus.txt";
+  const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  if (o.threads < 1) o.threads = 1;
+  if (cores > 0 && o.threads > cores) o.threads = static_cast<int>(cores);
+  return o;
+}
+
+void print_progress(const TaskInfo& info, int64_t done, const std::vector<VariantResult>& variants,
+                    std::chrono::steady_clock::time_point start) {
+  // About ten lines per task: every round whose step count crosses a tenth of the run.
+  const int64_t tenth = std::max<int64_t>(1, info.steps / 10);
+  if (done % tenth >= info.chunk && done != info.steps) return;
+  std::printf("  [%s] step %5lld/%lld  loss (%s):", info.name.c_str(), static_cast<long long>(done),
+              static_cast<long long>(info.steps), info.loss_unit.c_str());
+  for (const VariantResult& v : variants) {
+    if (v.diverged) {
+      std::printf("  %s diverged", norm_name(v.norm));
+      continue;
+    }
+    double sum = 0.0;
+    const int64_t n = std::min<int64_t>(info.chunk, static_cast<int64_t>(v.losses.size()));
+    for (int64_t i = static_cast<int64_t>(v.losses.size()) - n; i < static_cast<int64_t>(v.losses.size()); ++i)
+      sum += v.losses[i];
+    std::printf("  %s %.3f", norm_name(v.norm), n > 0 ? sum / n : NAN);
+  }
+  std::printf("  [%.0f s]\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::fflush(stdout);
+}
+
+int run(int argc, char** argv) {
+  const auto start = std::chrono::steady_clock::now();
+  const Options o = parse(argc, argv);
+  set_blas_threads(o.threads);
+  rmsnorm::set_num_threads(o.threads);
+  const Scale scale = o.mode == "demo" ? Scale::kDemo : o.mode == "repro" ? Scale::kRepro : Scale::kTiny;
+
+  RunInfo info;
+  info.mode = o.mode;
+  info.command_line = o.command_line;
+  info.threads = o.threads;
+  info.blas = blas_description();
+  info.cpu_target = rmsnorm::cpu_target();
+  info.library_version = rmsnorm_version();
+  std::printf("rmsnorm-repro %s: %zu task(s) x %zu norm(s) x %zu seed(s), %d thread(s) (OpenBLAS and rmsnorm), "
+              "kernels: %s\n",
+              o.mode.c_str(), o.tasks.size(), o.norms.size(), o.seeds.size(), o.threads, info.cpu_target.c_str());
+  std::fflush(stdout);
+
+  Datasets data(KjvSource{"/usr/bin/bible", "/usr/lib/bible.data", o.kjv_cache}, o.fashion_mnist_dir);
+  std::vector<std::vector<TaskResult>> results;
+  std::string tables;
+  for (const std::string& name : o.tasks) {
+    std::unique_ptr<Task> task = make_task(name, scale, data);
+    if (o.steps > 0) task->override_steps(o.steps);
+    if (o.lr > 0.0f) task->override_learning_rate(o.lr);
+    std::vector<TaskResult> seeds;
+    for (uint64_t seed : o.seeds) {
+      std::printf("%s (seed %llu): %s\n", task->info().title.c_str(), static_cast<unsigned long long>(seed),
+                  task->info().model.c_str());
+      std::fflush(stdout);
+      seeds.push_back(train_interleaved(*task, o.norms, seed,
+                                        [&](const TaskInfo& t, int64_t done, const std::vector<VariantResult>& v) {
+                                          print_progress(t, done, v, start);
+                                        }));
+    }
+    const std::string table = format_table(task->info(), summarize(seeds));
+    std::printf("%s", table.c_str());
+    std::fflush(stdout);
+    tables += format_table(task->info(), summarize(seeds), /*header=*/tables.empty());
+    results.push_back(std::move(seeds));
+  }
+  info.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  write_report(o.out, info, results);
+
+  std::printf("\nSummary (%s, %d thread(s); s / 1k steps: median over interleaved chunks):\n%s", o.mode.c_str(),
+              o.threads, tables.c_str());
+  std::printf("total %.0f s\nreport: %s\n", info.wall_seconds, o.out.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace repro
+
+int main(int argc, char** argv) {
+  try {
+    return repro::run(argc, argv);
+  } catch (const repro::MissingData& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,27 @@
+// The paper's three experiments as tasks, at a given scale:
+//   gru-kjv          GRU character LM on the KJV Bible (the paper's RNNSearch GRU)   valid bits/char
+//   transformer-kjv  post-norm Transformer character LM on the KJV Bible             valid bits/char
+//   mlp-fashion      MLP on Fashion-MNIST (stand-in for the paper's CIFAR-10 CNN)    test error %
+#ifndef RMSNORM_REPRO_TRAIN_TASKS_H_
+#define RMSNORM_REPRO_TRAIN_TASKS_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "train/datasets.h"
+#include "train/task.h"
+
+namespace repro {
+
+std::vector<std::string> task_names();
+// Throws std::invalid_argument for an unknown name, MissingData when the task's data is not installed.
+std::unique_ptr<Task> make_task(const std::string& name, Scale scale, Datasets& data);
+
+std::unique_ptr<Task> make_gru_task(Scale scale, const CharCorpus& corpus);
+std::unique_ptr<Task> make_transformer_task(Scale scale, const CharCorpus& corpus);
+std::unique_ptr<Task> make_mlp_task(Scale scale, const FashionMnist& data);
+
+}  // namespace repro
+
+#endif  // RMSNORM_REPRO_TRAIN_TASKS_H_
