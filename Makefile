@@ -19,7 +19,7 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := g++ make cmake pkg-config libhwy-dev libgtest-dev libbenchmark-dev libopenblas-dev zlib1g-dev \
                 gnuplot-nox bible-kjv dataset-fashion-mnist python3-venv python3-dev
 
-.PHONY: help deps build python test test-cpp test-asan test-python demo repro bench peers clean
+.PHONY: help deps build python test test-cpp test-asan test-python repro-build demo repro bench peers clean
 
 help:
 	@echo "make demo    run the paper reproduction (short) and print the table"
@@ -73,11 +73,16 @@ test-python: python
 	@echo "== Python tests"
 	$(VENV)/bin/python -m pytest python/tests -q
 
-demo: build
-	@echo "(the reproduction lands with its issue)"
+# The paper's experiments (docs/repro.md): only the library and the trainer are built.
+repro-build: deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target rmsnorm-repro
 
-repro: build
-	@echo "(the reproduction lands with its issue)"
+demo: repro-build
+	$(BUILD)/repro/rmsnorm-repro demo --out report-demo
+
+repro: repro-build
+	$(BUILD)/repro/rmsnorm-repro repro --out report-repro
 
 bench: build
 	$(BUILD)/bench/rmsnorm-bench
@@ -87,4 +92,4 @@ peers: python
 	$(VENV)/bin/python bench/peers.py
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(VENV)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(VENV) report-demo report-repro

@@ -50,12 +50,12 @@ class LayerNormBackwardKernel {
   using State = LayerNormBackwardState;
   using Partial = LayerNormBackwardPartial;
 
-  LayerNormBackwardKernel(const Problem& p, const RowPlan& plan, const BackwardArgs& a)
+  LayerNormBackwardKernel(const Problem& p, const RowPlan& plan, const BackwardArgs& a, const float* gain)
       : p_(p),
         plan_(plan),
         dy_(static_cast<const T*>(a.dy)),
         x_(static_cast<const T*>(a.x)),
-        weight_(a.weight),
+        gain_(gain),
         mean_(a.mean),
         rstd_(a.rstd),
         dx_(static_cast<T*>(a.dx)),
@@ -75,13 +75,12 @@ class LayerNormBackwardKernel {
     if (!FastStats(row, s, &mean, &rstd)) return partial;  // the rare path recomputes in double
     const DF d;
     const VF mean_hi = hn::Set(d, mean.hi), mean_lo = hn::Set(d, mean.lo), r = hn::Set(d, rstd);
-    const VF offset = hn::Set(d, p_.weight_offset);
-    const float* w = weight_ + (kWeight ? c0 : 0);
+    const float* w = gain_ + (kWeight ? c0 : 0);
     float sum_u, sum_u_xhat;
     Reduce2(
         d, size_t(c1 - c0),
         [&](VF& acc_u, VF& acc_ux, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-          const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, offset, i, count));
+          const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, i, count));
           const VF xhat = hn::Mul(Centered(Load(d, x_ + at + i, count), mean_hi, mean_lo), r);
           acc_u = hn::Add(acc_u, u);
           acc_ux = hn::MulAdd(u, xhat, acc_ux);  // u is 0 past count
@@ -130,7 +129,7 @@ class LayerNormBackwardKernel {
     }
     double sum_u = 0.0, sum_u_xhat = 0.0;
     for (int64_t i = 0; i < p_.cols; ++i) {
-      const double u = ToDouble(dy[i]) * GainDouble(weight_, p_.weight_offset, i);
+      const double u = ToDouble(dy[i]) * GainDouble(gain_, i);
       sum_u += u;
       sum_u_xhat += u * (ToDouble(x[i]) - s.rare_mean) * s.rare_rstd;
     }
@@ -146,16 +145,15 @@ class LayerNormBackwardKernel {
     const VF rstd = hn::Set(d, s.rstd);
     const VF mean_u = hn::Set(d, s.mean_u);
     const VF mean_u_xhat = hn::Set(d, s.mean_u_xhat);
-    const VF offset = hn::Set(d, p_.weight_offset);
     const T* dy = dy_ + at + c0;
     const T* x = x_ + at + c0;
     T* dx = dx_ + at + c0;
-    const float* w = weight_ + (kWeight ? c0 : 0);
+    const float* w = gain_ + (kWeight ? c0 : 0);
     const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, x_);
     ForEachOutput(d, dx, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(Centered(Load(d, x + i, count), mean_hi, mean_lo), rstd);
-      const VF u = hn::Mul(dyv, Gain<kWeight>(d, w, offset, i, count));
+      const VF u = hn::Mul(dyv, Gain<kWeight>(d, w, i, count));
       if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
       if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
       return hn::Mul(rstd, hn::NegMulAdd(xhat, mean_u_xhat, hn::Sub(u, mean_u)));
@@ -184,7 +182,7 @@ class LayerNormBackwardKernel {
     for (int64_t i = c0; i < c1; ++i) {
       const double dy = ToDouble(dy_[at + i]);
       const double xhat = (ToDouble(x_[at + i]) - s.rare_mean) * s.rare_rstd;
-      const double u = dy * GainDouble(weight_, p_.weight_offset, i);
+      const double u = dy * GainDouble(gain_, i);
       StoreDouble(s.rare_rstd * (u - s.rare_mean_u - xhat * s.rare_mean_u_xhat), dx_ + at + i);
       if constexpr (kDweight) dw[i] += static_cast<float>(dy * xhat);
       if constexpr (kDbias) db[i] += static_cast<float>(dy);
@@ -195,7 +193,7 @@ class LayerNormBackwardKernel {
   const RowPlan& plan_;
   const T* dy_;
   const T* x_;
-  const float* weight_;
+  const float* gain_;  // (cols), see EffectiveGain
   const float* mean_;
   const float* rstd_;
   T* dx_;
@@ -203,6 +201,7 @@ class LayerNormBackwardKernel {
 };
 
 void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) {
+  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
   const RowPlan plan = MakePlan(p, 3);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
@@ -211,7 +210,7 @@ void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) {
       WithFlag(a.dweight != nullptr, [&](auto dweight) {
         WithFlag(a.dbias != nullptr, [&](auto dbias) {
           const LayerNormBackwardKernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value>
-              kernel(p, plan, a);
+              kernel(p, plan, a, gain.data());
           RunRows(plan, bytes, kernel, &grads);
         });
       });

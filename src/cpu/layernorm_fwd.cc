@@ -39,11 +39,11 @@ class LayerNormForwardKernel {
   using State = LayerNormForwardState;
   using Partial = Moments;
 
-  LayerNormForwardKernel(const Problem& p, const RowPlan& plan, const ForwardArgs& a)
+  LayerNormForwardKernel(const Problem& p, const RowPlan& plan, const ForwardArgs& a, const float* gain)
       : p_(p),
         plan_(plan),
         x_(static_cast<const T*>(a.x)),
-        weight_(a.weight),
+        gain_(gain),
         bias_(a.bias),
         y_(static_cast<T*>(a.y)),
         mean_(a.mean),
@@ -79,24 +79,23 @@ class LayerNormForwardKernel {
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
     const T* in = x_ + row * p_.cols + c0;
     T* out = y_ + row * p_.cols + c0;
-    const float* w = weight_ + (kWeight ? c0 : 0);
+    const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
     if (s.rare) {
       for (int64_t i = 0; i < c1 - c0; ++i) {
         const double bias = kBias ? double(b[i]) : 0.0;
         const double xhat = (ToDouble(in[i]) - s.rare_mean) * s.rare_rstd;
-        StoreDouble(xhat * GainDouble(kWeight ? w : nullptr, p_.weight_offset, i) + bias, out + i);
+        StoreDouble(xhat * GainDouble(kWeight ? w : nullptr, i) + bias, out + i);
       }
       return;
     }
     const DF d;
     const VF mean_hi = hn::Set(d, s.mean.hi), mean_lo = hn::Set(d, s.mean.lo);
     const VF rstd = hn::Set(d, s.rstd);
-    const VF offset = hn::Set(d, p_.weight_offset);
     const OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_);
     ForEachOutput(d, out, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF xhat = hn::Mul(Centered(Load(d, in + i, count), mean_hi, mean_lo), rstd);
-      return ScaleShift<kWeight, kBias>(d, xhat, w, b, offset, i, count);
+      return ScaleShift<kWeight, kBias>(d, xhat, w, b, i, count);
     });
   }
 
@@ -104,7 +103,7 @@ class LayerNormForwardKernel {
   const Problem& p_;
   const RowPlan& plan_;
   const T* x_;
-  const float* weight_;
+  const float* gain_;  // (cols), see EffectiveGain
   const float* bias_;
   T* y_;
   float* mean_;
@@ -113,12 +112,13 @@ class LayerNormForwardKernel {
 };
 
 void LayerNormForwardImpl(const Problem& p, const ForwardArgs& a) {
+  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
   const RowPlan plan = MakePlan(p, 2);
   const int64_t bytes = 2 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
   WithStorage(p.dtype, [&](auto t) {
     WithFlag(a.weight != nullptr, [&](auto weight) {
       WithFlag(a.bias != nullptr, [&](auto bias) {
-        const LayerNormForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, a);
+        const LayerNormForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, a, gain.data());
         RunRows(plan, bytes, kernel, nullptr);
       });
     });

@@ -51,9 +51,8 @@ void MomentsDouble(const T* x, int64_t n, double* mean, double* centered_squares
   *centered_squares = squares;
 }
 
-inline double GainDouble(const float* weight, float offset, int64_t i) {
-  return weight ? double(offset) + double(weight[i]) : 1.0;
-}
+// The gain (see EffectiveGain), or 1 without weights.
+inline double GainDouble(const float* gain, int64_t i) { return gain ? double(gain[i]) : 1.0; }
 
 }  // namespace rmsnorm::cpu
 

@@ -49,12 +49,12 @@ class RmsBackwardKernel {
   using State = RmsBackwardState;
   using Partial = RmsBackwardPartial;
 
-  RmsBackwardKernel(const Problem& p, const RowPlan& plan, const BackwardArgs& a)
+  RmsBackwardKernel(const Problem& p, const RowPlan& plan, const BackwardArgs& a, const float* gain)
       : p_(p),
         plan_(plan),
         dy_(static_cast<const T*>(a.dy)),
         x_(static_cast<const T*>(a.x)),
-        weight_(a.weight),
+        gain_(gain),
         rstd_(a.rstd),
         dx_(static_cast<T*>(a.dx)),
         dx_in_place_(a.dx == a.dy || a.dx == a.x) {}
@@ -73,10 +73,9 @@ class RmsBackwardKernel {
     if (!FastRstd(row, s, &rstd)) return partial;  // the rare path recomputes in double
     const DF d;
     const VF r = hn::Set(d, rstd);
-    const VF offset = hn::Set(d, p_.weight_offset);
-    const float* w = weight_ + (kWeight ? c0 : 0);
+    const float* w = gain_ + (kWeight ? c0 : 0);
     partial.dot = Reduce1(d, size_t(c1 - c0), [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-      const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, offset, i, count));
+      const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, i, count));
       acc = hn::MulAdd(u, hn::Mul(Load(d, x_ + at + i, count), r), acc);
     });
     return partial;
@@ -112,7 +111,7 @@ class RmsBackwardKernel {
                       : InverseRootOrZero(SumSquaresDouble(x, p_.k) / double(p_.divisor) + double(p_.eps));
     double dot = 0.0;
     for (int64_t i = 0; i < p_.cols; ++i)
-      dot += ToDouble(dy[i]) * GainDouble(weight_, p_.weight_offset, i) * ToDouble(x[i]) * s.rare_rstd;
+      dot += ToDouble(dy[i]) * GainDouble(gain_, i) * ToDouble(x[i]) * s.rare_rstd;
     s.rare_c = dot / double(p_.divisor);
   }
 
@@ -122,16 +121,15 @@ class RmsBackwardKernel {
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     const VF c = hn::Set(d, s.c);
-    const VF offset = hn::Set(d, p_.weight_offset);
     const T* dy = dy_ + at + c0;
     const T* x = x_ + at + c0;
     T* dx = dx_ + at + c0;
-    const float* w = weight_ + (kWeight ? c0 : 0);
+    const float* w = gain_ + (kWeight ? c0 : 0);
     // Only columns below k get the correction: the coefficient is c there and 0 past k.
     const size_t corrected = size_t(std::clamp(p_.k, c0, c1) - c0);
     const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, x_);
     ForEachOutput(d, dx, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-      const VF g = Gain<kWeight>(d, w, offset, i, count);
+      const VF g = Gain<kWeight>(d, w, i, count);
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(Load(d, x + i, count), rstd);
       const VF u = hn::Mul(dyv, g);
@@ -147,7 +145,7 @@ class RmsBackwardKernel {
       const double dy = ToDouble(dy_[at + i]);
       const double xhat = ToDouble(x_[at + i]) * s.rare_rstd;
       const double correction = i < p_.k ? xhat * s.rare_c : 0.0;
-      StoreDouble(s.rare_rstd * (dy * GainDouble(weight_, p_.weight_offset, i) - correction), dx_ + at + i);
+      StoreDouble(s.rare_rstd * (dy * GainDouble(gain_, i) - correction), dx_ + at + i);
       if constexpr (kDweight) dw[i] += static_cast<float>(dy * xhat);
       if constexpr (kDbias) db[i] += static_cast<float>(dy);
     }
@@ -170,13 +168,14 @@ class RmsBackwardKernel {
   const RowPlan& plan_;
   const T* dy_;
   const T* x_;
-  const float* weight_;
+  const float* gain_;  // (cols), see EffectiveGain
   const float* rstd_;
   T* dx_;
   bool dx_in_place_;
 };
 
 void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) {
+  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
   const RowPlan plan = MakePlan(p, 3);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
@@ -185,7 +184,7 @@ void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) {
       WithFlag(a.dweight != nullptr, [&](auto dweight) {
         WithFlag(a.dbias != nullptr, [&](auto dbias) {
           const RmsBackwardKernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value>
-              kernel(p, plan, a);
+              kernel(p, plan, a, gain.data());
           RunRows(plan, bytes, kernel, &grads);
         });
       });

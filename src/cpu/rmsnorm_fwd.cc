@@ -37,12 +37,12 @@ class RmsForwardKernel {
   using State = RmsForwardState;
   using Partial = double;
 
-  RmsForwardKernel(const Problem& p, const RowPlan& plan, const ForwardArgs& a)
+  RmsForwardKernel(const Problem& p, const RowPlan& plan, const ForwardArgs& a, const float* gain)
       : p_(p),
         plan_(plan),
         x_(static_cast<const T*>(a.x)),
         residual_(static_cast<const T*>(a.residual)),
-        weight_(a.weight),
+        gain_(gain),
         bias_(a.bias),
         y_(static_cast<T*>(a.y)),
         h_(static_cast<T*>(a.residual_out)),
@@ -81,23 +81,22 @@ class RmsForwardKernel {
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
     const T* in = Input(row) + c0;
     T* out = y_ + row * p_.cols + c0;
-    const float* w = weight_ + (kWeight ? c0 : 0);
+    const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
     if (s.rare) {
       for (int64_t i = 0; i < c1 - c0; ++i) {
         const double bias = kBias ? double(b[i]) : 0.0;
-        StoreDouble(ToDouble(in[i]) * s.rare_rstd * GainDouble(kWeight ? w : nullptr, p_.weight_offset, i) + bias,
+        StoreDouble(ToDouble(in[i]) * s.rare_rstd * GainDouble(kWeight ? w : nullptr, i) + bias,
                     out + i);
       }
       return;
     }
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
-    const VF offset = hn::Set(d, p_.weight_offset);
     const OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? residual_ : nullptr);
     ForEachOutput(d, out, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF normed = hn::Mul(Load(d, in + i, count), rstd);
-      return ScaleShift<kWeight, kBias>(d, normed, w, b, offset, i, count);
+      return ScaleShift<kWeight, kBias>(d, normed, w, b, i, count);
     });
   }
 
@@ -108,7 +107,7 @@ class RmsForwardKernel {
   const RowPlan& plan_;
   const T* x_;
   const T* residual_;
-  const float* weight_;
+  const float* gain_;  // (cols), see EffectiveGain
   const float* bias_;
   T* y_;
   T* h_;
@@ -118,6 +117,7 @@ class RmsForwardKernel {
 
 void RmsForwardImpl(const Problem& p, const ForwardArgs& a) {
   const int64_t tensors = a.residual ? 4 : 2;
+  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
   const RowPlan plan = MakePlan(p, tensors);
   const int64_t bytes = tensors * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
   WithStorage(p.dtype, [&](auto t) {
@@ -125,7 +125,7 @@ void RmsForwardImpl(const Problem& p, const ForwardArgs& a) {
       WithFlag(a.bias != nullptr, [&](auto bias) {
         WithFlag(a.residual != nullptr, [&](auto add) {
           const RmsForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value, decltype(add)::value>
-              kernel(p, plan, a);
+              kernel(p, plan, a, gain.data());
           RunRows(plan, bytes, kernel, nullptr);
         });
       });

@@ -130,6 +130,24 @@ class ParamGradPartials {
   float* dbias_partials_ = nullptr;
 };
 
+// The gain the kernels multiply by: the weights themselves when weight_offset is 0 (the common case),
+// else offset + weight computed once per call into the calling thread's scratch (the same f32 sums the
+// loops would form per element, so no bit changes), so the hot loops load a gain instead of adding one.
+class EffectiveGain {
+ public:
+  EffectiveGain(const float* weight, float offset, int64_t cols) : data_(weight) {
+    if (weight == nullptr || offset == 0.0f) return;
+    static thread_local std::vector<float> scratch;
+    if (scratch.size() < size_t(cols)) scratch.resize(size_t(cols));
+    for (int64_t i = 0; i < cols; ++i) scratch[size_t(i)] = offset + weight[i];
+    data_ = scratch.data();
+  }
+  const float* data() const { return data_; }  // (cols) f32, or null for a gain of 1
+
+ private:
+  const float* data_;
+};
+
 // Runs a kernel over every row. A Kernel provides:
 //   State, Partial                 per-row state (default-constructed = nothing folded) and the
 //                                  result of one reduction over one chunk

@@ -222,8 +222,9 @@ HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t r
 // Calls v = body(i, count) for every vector of [0, n), as ForEachVector, and stores v to out + i.
 template <class T, class Body>
 HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hints, const Body& body) {
+  constexpr size_t kLineElements = 64 / sizeof(T);  // one prefetch per cache line
   auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
-    if (hints.prefetch_a) {
+    if (hints.prefetch_a && i % kLineElements == 0) {
       __builtin_prefetch(hints.prefetch_a + i, 0, 2);  // into L2: it is read on the next row
       if (hints.prefetch_b) __builtin_prefetch(hints.prefetch_b + i, 0, 2);
     }
@@ -348,24 +349,24 @@ HWY_INLINE Moments ChunkMoments(const T* x, size_t n) {
 // (x - mean) as (x - hi) - lo, see SplitMean.
 HWY_INLINE VF Centered(VF x, VF mean_hi, VF mean_lo) { return hn::Sub(hn::Sub(x, mean_hi), mean_lo); }
 
-// The gain g_i = offset + w_i, or 1 without weights.
+// The gain g_i (see EffectiveGain), or 1 without weights.
 template <bool kWeight>
-HWY_INLINE VF Gain(DF d, const float* weight, VF offset, size_t i, size_t count) {
+HWY_INLINE VF Gain(DF d, const float* gain, size_t i, size_t count) {
   if constexpr (kWeight) {
-    return hn::Add(offset, Load(d, weight + i, count));
+    return Load(d, gain + i, count);
   } else {
-    (void)weight, (void)offset, (void)i, (void)count;
+    (void)gain, (void)i, (void)count;
     return hn::Set(d, 1.0f);
   }
 }
 
 // v * g (+ b): the affine epilogue of every forward.
 template <bool kWeight, bool kBias>
-HWY_INLINE VF ScaleShift(DF d, VF v, const float* weight, const float* bias, VF offset, size_t i, size_t count) {
-  if constexpr (kWeight && kBias) return hn::MulAdd(v, Gain<true>(d, weight, offset, i, count), Load(d, bias + i, count));
-  if constexpr (kWeight) return hn::Mul(v, Gain<true>(d, weight, offset, i, count));
+HWY_INLINE VF ScaleShift(DF d, VF v, const float* gain, const float* bias, size_t i, size_t count) {
+  if constexpr (kWeight && kBias) return hn::MulAdd(v, Gain<true>(d, gain, i, count), Load(d, bias + i, count));
+  if constexpr (kWeight) return hn::Mul(v, Gain<true>(d, gain, i, count));
   if constexpr (kBias) return hn::Add(v, Load(d, bias + i, count));
-  (void)weight, (void)bias, (void)offset, (void)i, (void)count;
+  (void)gain, (void)bias, (void)i, (void)count;
   return v;
 }
 
