@@ -16,7 +16,6 @@
 #include <cmath>
 
 #include "cpu/cpu.h"
-#include "cpu/dispatch.h"
 #include "cpu/moments.h"
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
@@ -200,24 +199,7 @@ class LayerNormBackwardKernel {
   bool dx_in_place_;
 };
 
-void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) {
-  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
-  const RowPlan plan = MakePlan(p, 3);
-  const ParamGradPartials grads(plan, a.dweight, a.dbias);
-  const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
-  WithStorage(p.dtype, [&](auto t) {
-    WithFlag(a.weight != nullptr, [&](auto weight) {
-      WithFlag(a.dweight != nullptr, [&](auto dweight) {
-        WithFlag(a.dbias != nullptr, [&](auto dbias) {
-          const LayerNormBackwardKernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value>
-              kernel(p, plan, a, gain.data());
-          RunRows(plan, bytes, kernel, &grads);
-        });
-      });
-    });
-  });
-  grads.Reduce();
-}
+void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) { RunBackward<LayerNormBackwardKernel>(p, a); }
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

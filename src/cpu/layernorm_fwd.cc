@@ -15,7 +15,6 @@
 #include <cmath>
 
 #include "cpu/cpu.h"
-#include "cpu/dispatch.h"
 #include "cpu/moments.h"
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
@@ -111,19 +110,7 @@ class LayerNormForwardKernel {
   bool y_in_place_;
 };
 
-void LayerNormForwardImpl(const Problem& p, const ForwardArgs& a) {
-  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
-  const RowPlan plan = MakePlan(p, 2);
-  const int64_t bytes = 2 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
-  WithStorage(p.dtype, [&](auto t) {
-    WithFlag(a.weight != nullptr, [&](auto weight) {
-      WithFlag(a.bias != nullptr, [&](auto bias) {
-        const LayerNormForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, a, gain.data());
-        RunRows(plan, bytes, kernel, nullptr);
-      });
-    });
-  });
-}
+void LayerNormForwardImpl(const Problem& p, const ForwardArgs& a) { RunForward<LayerNormForwardKernel>(p, a, 2); }
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -17,7 +17,6 @@
 #include <cmath>
 
 #include "cpu/cpu.h"
-#include "cpu/dispatch.h"
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 
@@ -174,24 +173,7 @@ class RmsBackwardKernel {
   bool dx_in_place_;
 };
 
-void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) {
-  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
-  const RowPlan plan = MakePlan(p, 3);
-  const ParamGradPartials grads(plan, a.dweight, a.dbias);
-  const int64_t bytes = 3 * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
-  WithStorage(p.dtype, [&](auto t) {
-    WithFlag(a.weight != nullptr, [&](auto weight) {
-      WithFlag(a.dweight != nullptr, [&](auto dweight) {
-        WithFlag(a.dbias != nullptr, [&](auto dbias) {
-          const RmsBackwardKernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value>
-              kernel(p, plan, a, gain.data());
-          RunRows(plan, bytes, kernel, &grads);
-        });
-      });
-    });
-  });
-  grads.Reduce();
-}
+void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) { RunBackward<RmsBackwardKernel>(p, a); }
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -16,7 +16,6 @@
 #include <cmath>
 
 #include "cpu/cpu.h"
-#include "cpu/dispatch.h"
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 
@@ -115,22 +114,14 @@ class RmsForwardKernel {
   bool y_in_place_;
 };
 
+template <class T, bool kWeight, bool kBias>
+using RmsForwardPlain = RmsForwardKernel<T, kWeight, kBias, false>;
+template <class T, bool kWeight, bool kBias>
+using RmsForwardFusedAdd = RmsForwardKernel<T, kWeight, kBias, true>;
+
 void RmsForwardImpl(const Problem& p, const ForwardArgs& a) {
-  const int64_t tensors = a.residual ? 4 : 2;
-  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
-  const RowPlan plan = MakePlan(p, tensors);
-  const int64_t bytes = tensors * p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
-  WithStorage(p.dtype, [&](auto t) {
-    WithFlag(a.weight != nullptr, [&](auto weight) {
-      WithFlag(a.bias != nullptr, [&](auto bias) {
-        WithFlag(a.residual != nullptr, [&](auto add) {
-          const RmsForwardKernel<decltype(t), decltype(weight)::value, decltype(bias)::value, decltype(add)::value>
-              kernel(p, plan, a, gain.data());
-          RunRows(plan, bytes, kernel, nullptr);
-        });
-      });
-    });
-  });
+  if (a.residual != nullptr) return RunForward<RmsForwardFusedAdd>(p, a, 4);
+  RunForward<RmsForwardPlain>(p, a, 2);
 }
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/dispatch.h"
 #include "hwy/cache_control.h"
 #include "runtime/cache_info.h"
 #include "runtime/parallel.h"
@@ -73,7 +74,7 @@ inline RowPlan MakePlan(const Problem& p, int64_t tensors) {
     plan.num_blocks = (p.rows + plan.block_rows - 1) / plan.block_rows;
   }
   plan.split = plan.num_chunks > 1 && plan.num_blocks < 2 * runtime::NumThreads();
-  const int64_t tensor_bytes = p.rows * p.cols * int64_t(p.dtype == RMSNORM_F32 ? 4 : 2);
+  const int64_t tensor_bytes = p.rows * p.cols * int64_t(DtypeSize(p.dtype));
   plan.stream_outputs = tensor_bytes >= runtime::StreamingStoreBytes();
   plan.prefetch_rows = plan.num_chunks == 1 && p.rows > 1 && tensors * tensor_bytes > kPrefetchBytes;
   return plan;
@@ -220,6 +221,44 @@ void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const Par
       kernel.Output(row, c0, c1, states[size_t(row)], dw, db);
     if (plan.stream_outputs) hwy::FlushStream();
   });
+}
+
+// A forward: Kernel<T, kWeight, kBias>(problem, plan, args, gain) over every row, with the storage
+// type and the optional tensors as template arguments. `tensors` as for MakePlan.
+template <template <class, bool, bool> class Kernel>
+void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
+  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
+  const RowPlan plan = MakePlan(p, tensors);
+  const int64_t bytes = tensors * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
+  WithStorage(p.dtype, [&](auto t) {
+    WithFlag(a.weight != nullptr, [&](auto weight) {
+      WithFlag(a.bias != nullptr, [&](auto bias) {
+        const Kernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, a, gain.data());
+        RunRows(plan, bytes, kernel, nullptr);
+      });
+    });
+  });
+}
+
+// A backward: Kernel<T, kWeight, kDweight, kDbias>, then the parameter gradients' block reduction.
+template <template <class, bool, bool, bool> class Kernel>
+void RunBackward(const Problem& p, const BackwardArgs& a) {
+  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
+  const RowPlan plan = MakePlan(p, 3);
+  const ParamGradPartials grads(plan, a.dweight, a.dbias);
+  const int64_t bytes = 3 * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
+  WithStorage(p.dtype, [&](auto t) {
+    WithFlag(a.weight != nullptr, [&](auto weight) {
+      WithFlag(a.dweight != nullptr, [&](auto dweight) {
+        WithFlag(a.dbias != nullptr, [&](auto dbias) {
+          const Kernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value> kernel(
+              p, plan, a, gain.data());
+          RunRows(plan, bytes, kernel, &grads);
+        });
+      });
+    });
+  });
+  grads.Reduce();
 }
 
 }  // namespace rmsnorm::cpu

@@ -77,8 +77,6 @@ class Buffers {
 
 }  // namespace
 
-size_t DtypeSize(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
-
 int64_t PartialSize(int64_t cols, float partial) {
   if (partial == 1.0f) return cols;
   // An f32 p is within half an ulp, 2^-24 relative, of the decimal the caller meant; so is p * cols.

@@ -27,8 +27,6 @@ void CheckBackward(const char* fn, const Problem& p, const BackwardArgs& a, Norm
 // Assumes cols >= 1 and partial in (0, 1].
 int64_t PartialSize(int64_t cols, float partial);
 
-size_t DtypeSize(rmsnorm_dtype dtype);
-
 // An enum's value as the integer a C caller passed: any int is legal in C, but reading an
 // out-of-range value through the enum type is undefined in C++, so checks read the bytes.
 template <class Enum>

@@ -3,6 +3,7 @@
 #define RMSNORM_SRC_RUNTIME_PROBLEM_H_
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 
 #include "rmsnorm/rmsnorm.h"
@@ -44,6 +45,9 @@ struct BackwardArgs {
   float* dweight = nullptr;       // (cols)
   float* dbias = nullptr;         // (cols)
 };
+
+// Bytes per element of the (rows, cols) tensors.
+inline size_t DtypeSize(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
 
 // The statistics' shared rule: a row whose ms + eps (or var + eps) is 0 normalizes to 0 and reports
 // rstd 0, rather than dividing by zero.
