@@ -67,22 +67,27 @@ Params RandomParams(const GradCase& g, uint32_t seed) {
   return p;
 }
 
-// The loss sum(dy * y) of the reference forward in double.
-double Loss(const GradCase& g, const Params& p) {
-  const Problem problem = ProblemFor(g);
-  std::vector<double> y(p.x.size()), h(p.x.size());
+// The reference forward in double. h: the stored x + residual of the fused add; mean, rstd may be null.
+void ForwardDouble(const GradCase& g, const Params& p, std::vector<double>* y, std::vector<double>* h,
+                   double* mean = nullptr, double* rstd = nullptr) {
+  y->resize(p.x.size());
+  h->resize(p.x.size());
   ref::Forward<double, double> f;
   f.x = p.x.data();
   f.residual = g.op == Op::kAddRms ? p.residual.data() : nullptr;
-  f.residual_out = h.data();
+  f.residual_out = h->data();
   f.weight = g.weight ? p.weight.data() : nullptr;
   f.bias = g.bias ? p.bias.data() : nullptr;
-  f.y = y.data();
-  if (g.op == Op::kLayer) {
-    ref::LayerNormForward(problem, f);
-  } else {
-    ref::RmsForward(problem, f);
-  }
+  f.y = y->data();
+  f.mean = mean;
+  f.rstd = rstd;
+  g.op == Op::kLayer ? ref::LayerNormForward(ProblemFor(g), f) : ref::RmsForward(ProblemFor(g), f);
+}
+
+// The loss sum(dy * y) of the reference forward in double.
+double Loss(const GradCase& g, const Params& p) {
+  std::vector<double> y, h;
+  ForwardDouble(g, p, &y, &h);
   double loss = 0.0;
   for (size_t i = 0; i < y.size(); ++i) loss += p.dy[i] * y[i];
   return loss;
@@ -116,23 +121,14 @@ struct Grads {
 // The reference backward in double, with saved statistics (from its forward) or recomputing them.
 Grads ReferenceGradient(const GradCase& g, const Params& p, bool saved) {
   const Problem problem = ProblemFor(g);
-  std::vector<double> y(p.x.size()), h(p.x.size()), mean(size_t(g.rows)), rstd(size_t(g.rows));
-  ref::Forward<double, double> f;
-  f.x = p.x.data();
-  f.residual = g.op == Op::kAddRms ? p.residual.data() : nullptr;
-  f.residual_out = h.data();
-  f.weight = g.weight ? p.weight.data() : nullptr;
-  f.bias = g.bias ? p.bias.data() : nullptr;
-  f.y = y.data();
-  f.mean = mean.data();
-  f.rstd = rstd.data();
-  g.op == Op::kLayer ? ref::LayerNormForward(problem, f) : ref::RmsForward(problem, f);
+  std::vector<double> y, h, mean(size_t(g.rows)), rstd(size_t(g.rows));
+  ForwardDouble(g, p, &y, &h, mean.data(), rstd.data());
 
   Grads grads{std::vector<double>(p.x.size()), std::vector<double>(size_t(g.cols)), std::vector<double>(size_t(g.cols))};
   ref::Backward<double, double> b;
   b.dy = p.dy.data();
   b.x = g.op == Op::kAddRms ? h.data() : p.x.data();
-  b.weight = f.weight;
+  b.weight = g.weight ? p.weight.data() : nullptr;
   b.mean = saved ? mean.data() : nullptr;
   b.rstd = saved ? rstd.data() : nullptr;
   b.dx = grads.dx.data();
