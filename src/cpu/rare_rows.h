@@ -9,6 +9,7 @@
 
 #include "hwy/base.h"
 #include "rmsnorm/rmsnorm.hpp"
+#include "runtime/problem.h"
 
 namespace rmsnorm::cpu {
 
@@ -38,6 +39,12 @@ double SumSquaresDouble(const T* x, int64_t n) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; ++i) sum += ToDouble(x[i]) * ToDouble(x[i]);
   return sum;
+}
+
+// The RMSNorm family's rstd in double, from a row's first k elements (0 when ms + eps is 0).
+template <class T>
+double RmsInverseRootDouble(const T* row, const Problem& p) {
+  return InverseRootOrZero(SumSquaresDouble(row, p.k) / double(p.divisor) + double(p.eps));
 }
 
 // mean and sum of squared deviations of x[0, n), two passes in double.

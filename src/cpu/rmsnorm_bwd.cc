@@ -90,9 +90,9 @@ class RmsBackwardKernel {
 
   void Finish(int phase, int64_t row, State& s) const {
     if (IsStatsPhase(phase)) {
-      const double ms_eps = s.sum_squares / double(p_.divisor) + double(p_.eps);
-      s.rstd_known = std::isfinite(s.sum_squares) && ms_eps >= kMinF32Statistic;
-      s.rstd = s.rstd_known ? static_cast<float>(1.0 / std::sqrt(ms_eps)) : 0.0f;
+      double rstd = 0.0;
+      s.rstd_known = RmsInverseRoot(p_, s.sum_squares, &rstd);
+      s.rstd = static_cast<float>(rstd);
       return;
     }
     float rstd;
@@ -107,7 +107,7 @@ class RmsBackwardKernel {
     const T* dy = dy_ + row * p_.cols;
     s.rare_rstd = rstd_ != nullptr && SavedRstdUsable(rstd_[row])
                       ? double(rstd_[row])
-                      : InverseRootOrZero(SumSquaresDouble(x, p_.k) / double(p_.divisor) + double(p_.eps));
+                      : RmsInverseRootDouble(x, p_);
     double dot = 0.0;
     for (int64_t i = 0; i < p_.cols; ++i)
       dot += ToDouble(dy[i]) * GainDouble(gain_, i) * ToDouble(x[i]) * s.rare_rstd;

@@ -66,12 +66,12 @@ class RmsForwardKernel {
   void Fold(int, State& s, Partial sum_squares) const { s.sum_squares += sum_squares; }
 
   void Finish(int, int64_t row, State& s) const {
-    const double ms_eps = s.sum_squares / double(p_.divisor) + double(p_.eps);
-    if (std::isfinite(s.sum_squares) && ms_eps >= kMinF32Statistic) {
-      s.rstd = static_cast<float>(1.0 / std::sqrt(ms_eps));
+    double rstd;
+    if (RmsInverseRoot(p_, s.sum_squares, &rstd)) {
+      s.rstd = static_cast<float>(rstd);
     } else {
       s.rare = true;
-      s.rare_rstd = InverseRootOrZero(SumSquaresDouble(Input(row), p_.k) / double(p_.divisor) + double(p_.eps));
+      s.rare_rstd = RmsInverseRootDouble(Input(row), p_);
       s.rstd = static_cast<float>(s.rare_rstd);
     }
     if (rstd_) rstd_[row] = s.rstd;
