@@ -3,6 +3,10 @@
 // machine runs.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "test_util.h"
@@ -142,6 +146,73 @@ TEST(Kernels, RowCounts) {
     c.rows = rows;
     c.cols = 96;
     ExpectMatchesReference(c);
+  }
+}
+
+// A row of a many-row call is bit for bit that row called alone: calls of one row and of many take
+// different paths (bf16 outputs of many rows are written two vectors at a time), which must agree,
+// NaN and infinity included. Gains with a NaN, an infinity or huge values exercise each side of the
+// paired path's condition.
+size_t DtypeSizeOf(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
+
+Inputs RowAlone(const Case& c, const Inputs& in, int64_t row) {
+  Inputs one = in;
+  auto slice = [&](const RowTensor& t) {
+    RowTensor r(c.dtype, 1, c.cols);
+    if (t.size() == 0) return t;
+    for (int64_t i = 0; i < c.cols; ++i) r.set(i, t.get(row * c.cols + i));
+    return r;
+  };
+  one.x = slice(in.x);
+  one.residual = slice(in.residual);
+  one.dy = slice(in.dy);
+  return one;
+}
+
+TEST(Kernels, EachRowAsIfAlone) {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  enum class Gain { kOrdinary, kHuge, kNaN, kInfinite };
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    for (Op op : {Op::kRms, Op::kL2, Op::kLayer, Op::kAddRms}) {
+      for (rmsnorm_dtype dtype : kDtypes) {
+        for (int64_t cols : {7, 64, 100, 1000}) {
+          for (Gain gain : {Gain::kOrdinary, Gain::kHuge, Gain::kNaN, Gain::kInfinite}) {
+            Case c;
+            c.op = op;
+            c.dtype = dtype;
+            c.rows = 5;
+            c.cols = cols;
+            c.bias = true;
+            c.partial = op == Op::kRms ? 0.5f : 1.0f;
+            Inputs in = MakeInputs(c);
+            if (op == Op::kAddRms) in.residual = RowTensor(dtype, c.rows, c.cols);
+            // Row 1: NaN and infinity past pRMSNorm's k; row 3: a NaN inside it.
+            in.x.set(c.cols + c.cols - 1, nan);
+            if (cols > 2) in.x.set(c.cols + c.cols - 2, -inf);
+            in.x.set(3 * c.cols, nan);
+            if (gain == Gain::kHuge) for (float& g : in.weight) g *= 1e37f;
+            if (gain == Gain::kNaN) {  // with a payload in the low bits, which bf16 rounding could carry
+              const uint32_t bits = 0x7FFF'FFFFu;
+              std::memcpy(&in.weight[size_t(cols / 2)], &bits, sizeof bits);
+            }
+            if (gain == Gain::kInfinite) in.bias[0] = float(inf);
+            SCOPED_TRACE(c.Name() + " on " + TargetName(target) + " gain case " + std::to_string(int(gain)));
+            const Outputs all = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+            Case one_row = c;
+            one_row.rows = 1;
+            for (int64_t row = 0; row < c.rows; ++row) {
+              const Outputs alone = RunForward(one_row, RowAlone(c, in, row), RMSNORM_BACKEND_AUTO);
+              const size_t row_bytes = size_t(c.cols) * DtypeSizeOf(dtype);
+              const auto* got = static_cast<const uint8_t*>(all.y.data()) + size_t(row) * row_bytes;
+              ASSERT_EQ(0, std::memcmp(got, alone.y.data(), row_bytes)) << "row " << row;  // NaN encodings too
+              ASSERT_EQ(std::isnan(all.rstd[size_t(row)]), std::isnan(alone.rstd[0]));
+              if (!std::isnan(alone.rstd[0])) ASSERT_EQ(alone.rstd[0], all.rstd[size_t(row)]) << "row " << row;
+            }
+          }
+        }
+      }
+    }
   }
 }
 

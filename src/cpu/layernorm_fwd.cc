@@ -11,8 +11,10 @@
 // Then the per-target headers.
 #include "hwy/highway.h"
 #include "cpu/simd-inl.h"
+#include "cpu/bf16_pairs-inl.h"
 
 #include <cmath>
+#include <type_traits>
 
 #include "cpu/cpu.h"
 #include "cpu/moments.h"
@@ -47,7 +49,8 @@ class LayerNormForwardKernel {
         y_(static_cast<T*>(a.y)),
         mean_(a.mean),
         rstd_(a.rstd),
-        y_in_place_(a.y == a.x) {}
+        y_in_place_(a.y == a.x),
+        pairs_(p, static_cast<T*>(nullptr), gain, a.bias) {}
 
   int num_phases() const { return 1; }
 
@@ -91,10 +94,23 @@ class LayerNormForwardKernel {
     const DF d;
     const VF mean_hi = hn::Set(d, s.mean.hi), mean_lo = hn::Set(d, s.mean.lo);
     const VF rstd = hn::Set(d, s.rstd);
-    const OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_);
-    ForEachOutput(d, out, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-      const VF xhat = hn::Mul(Centered(Load(d, in + i, count), mean_hi, mean_lo), rstd);
-      return ScaleShift<kWeight, kBias>(d, xhat, w, b, i, count);
+    const size_t n = size_t(c1 - c0);
+    OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_);
+    size_t done = 0;
+    if constexpr (kHaveBf16Pairs && std::is_same_v<T, hwy::bfloat16_t>) {
+      if (pairs_.active()) {
+        const float* pw = pairs_.gain() + (kWeight ? c0 : 0);
+        const float* pb = pairs_.bias() + (kBias ? c0 : 0);
+        done = ForEachBf16Pair(d, in, out, n, hints, [&](VF x, size_t j) RMSNORM_INLINE_LAMBDA {
+          const VF xhat = hn::Mul(Centered(x, mean_hi, mean_lo), rstd);
+          return ScaleShift<kWeight, kBias>(d, xhat, pw, pb, j, hn::Lanes(d));
+        });
+        if (done != 0) hints = OutputHints<T>{};  // the few columns left need neither
+      }
+    }
+    ForEachOutput(d, out + done, n - done, hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+      const VF xhat = hn::Mul(Centered(Load(d, in + done + i, count), mean_hi, mean_lo), rstd);
+      return ScaleShift<kWeight, kBias>(d, xhat, w, b, done + i, count);
     });
   }
 
@@ -108,6 +124,7 @@ class LayerNormForwardKernel {
   float* mean_;
   float* rstd_;
   bool y_in_place_;
+  PairedParams pairs_;  // bf16 only: see bf16_pairs-inl.h
 };
 
 void LayerNormForwardImpl(const Problem& p, const ForwardArgs& a) { RunForward<LayerNormForwardKernel>(p, a, 2); }

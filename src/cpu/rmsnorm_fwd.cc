@@ -11,9 +11,11 @@
 // Then the per-target headers.
 #include "hwy/highway.h"
 #include "cpu/simd-inl.h"
+#include "cpu/bf16_pairs-inl.h"
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "cpu/cpu.h"
 #include "cpu/rare_rows.h"
@@ -46,7 +48,8 @@ class RmsForwardKernel {
         y_(static_cast<T*>(a.y)),
         h_(static_cast<T*>(a.residual_out)),
         rstd_(a.rstd),
-        y_in_place_(a.y == a.x || a.y == a.residual) {}
+        y_in_place_(a.y == a.x || a.y == a.residual),
+        pairs_(p, static_cast<T*>(nullptr), gain, a.bias) {}
 
   int num_phases() const { return 1; }
 
@@ -92,10 +95,22 @@ class RmsForwardKernel {
     }
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
-    const OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? residual_ : nullptr);
-    ForEachOutput(d, out, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-      const VF normed = hn::Mul(Load(d, in + i, count), rstd);
-      return ScaleShift<kWeight, kBias>(d, normed, w, b, i, count);
+    const size_t n = size_t(c1 - c0);
+    OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? residual_ : nullptr);
+    size_t done = 0;
+    if constexpr (kHaveBf16Pairs && std::is_same_v<T, hwy::bfloat16_t>) {
+      if (pairs_.active()) {
+        const float* pw = pairs_.gain() + (kWeight ? c0 : 0);
+        const float* pb = pairs_.bias() + (kBias ? c0 : 0);
+        done = ForEachBf16Pair(d, in, out, n, hints, [&](VF x, size_t j) RMSNORM_INLINE_LAMBDA {
+          return ScaleShift<kWeight, kBias>(d, hn::Mul(x, rstd), pw, pb, j, hn::Lanes(d));
+        });
+        if (done != 0) hints = OutputHints<T>{};  // the few columns left need neither
+      }
+    }
+    ForEachOutput(d, out + done, n - done, hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+      const VF normed = hn::Mul(Load(d, in + done + i, count), rstd);
+      return ScaleShift<kWeight, kBias>(d, normed, w, b, done + i, count);
     });
   }
 
@@ -112,6 +127,7 @@ class RmsForwardKernel {
   T* h_;
   float* rstd_;
   bool y_in_place_;
+  PairedParams pairs_;  // bf16 only: see bf16_pairs-inl.h
 };
 
 template <class T, bool kWeight, bool kBias>

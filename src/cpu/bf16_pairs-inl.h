@@ -1,0 +1,173 @@
+// bf16 forward outputs written two f32 vectors at a time. Without a bf16 convert instruction (x86
+// before AVX512_BF16, and Highway 1.0.3 uses none), rounding each vector to bf16 and narrowing it
+// costs more than the normalization itself: the bf16 forward was compute-bound at 0.6-0.8 of the
+// stream bandwidth, and is at memory speed this way.
+//
+// One load of 2N bf16 values, viewed as N 32-bit lanes, holds the even columns in the low halves and
+// the odd columns in the high halves: a shift and a mask widen them to two f32 vectors, instead of two
+// widening loads; the two results are rounded in 32-bit lanes and merged with one 16-bit blend, instead
+// of two narrowing packs and lane permutes. The gain and bias are read in the same even/odd order from
+// a copy made once per call (PairedParams).
+//
+// The rounding here skips the per-vector NaN test: adding the rounding increment is exact for a NaN
+// whose low 16 bits are zero (they absorb it without a carry; the NaN, an arithmetic result, is quiet), and every
+// NaN this arithmetic can make has them zero when its operands do: a NaN result is an operand NaN
+// quieted (bit 22) or the default NaN. bf16 inputs widen with a zero low half and the statistics are
+// finite (other rows go to the double path), so the one condition is a finite gain and bias, checked
+// once per call. Calls with a non-finite gain or bias, and the last < 2N columns of a row, use the
+// per-vector path; the bits written are the same either way.
+
+// Per-target include guard, the Highway way.
+#if defined(RMSNORM_SRC_CPU_BF16_PAIRS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RMSNORM_SRC_CPU_BF16_PAIRS_INL_H_
+#undef RMSNORM_SRC_CPU_BF16_PAIRS_INL_H_
+#else
+#define RMSNORM_SRC_CPU_BF16_PAIRS_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/simd-inl.h"
+#include "hwy/highway.h"
+#include "runtime/problem.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+
+// A single f32 lane has no halves to pair.
+constexpr bool kHaveBf16Pairs = HWY_TARGET != HWY_SCALAR;
+
+using DU32 = hn::RebindToUnsigned<DF>;
+using DU16Full = hn::Repartition<uint16_t, DF>;  // 2N lanes: one full vector of bf16
+
+// v's bits plus the round-to-nearest-even increment: the bf16 encoding is the upper 16 bits. Exact for
+// every non-NaN v, overflow to infinity included, and for a NaN with a zero low half (see above).
+HWY_INLINE hn::Vec<DU32> Bf16RoundedPairBits(VF v) {
+  const DU32 du;
+  const auto bits = hn::BitCast(du, v);
+  const auto lowest_kept = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  return hn::Add(bits, hn::Add(lowest_kept, hn::Set(du, 0x7FFFu)));
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// 2N bf16 values at p: the even ones as f32 in *even, the odd ones in *odd. Exact.
+HWY_INLINE void LoadBf16Pair(DF d, const hwy::bfloat16_t* p, VF* even, VF* odd) {
+  const DU32 du;
+  const auto pair = hn::BitCast(du, hn::LoadU(DU16Full(), reinterpret_cast<const uint16_t*>(p)));
+  *even = hn::BitCast(d, hn::ShiftLeft<16>(pair));
+  *odd = hn::BitCast(d, hn::And(pair, hn::Set(du, 0xFFFF0000u)));
+}
+
+// The inverse: even's lanes rounded to bf16 at p[0], p[2], ..., odd's at p[1], p[3], ... (see above
+// for NaN). Non-temporal when `stream`; p is then aligned to 2N * 2 bytes.
+HWY_INLINE void StoreBf16Pair(VF even, VF odd, hwy::bfloat16_t* p, bool stream) {
+  const DU16Full du16;
+  const auto even_bits = hn::ShiftRight<16>(Bf16RoundedPairBits(even));
+  const auto merged = hn::OddEven(hn::BitCast(du16, Bf16RoundedPairBits(odd)), hn::BitCast(du16, even_bits));
+  auto* bits = reinterpret_cast<uint16_t*>(p);
+  if (stream) {
+    hn::Stream(merged, du16, bits);
+  } else {
+    hn::StoreU(merged, du16, bits);
+  }
+}
+#endif
+
+// The gain and bias of a bf16 forward in the order ForEachBf16Pair reads them: per block of 2N columns,
+// the N even columns, then the N odd ones. Inactive (use the per-vector path) unless the call can take
+// the paired path: see the top of this file. Built on the calling thread, into its scratch.
+class PairedParams {
+ public:
+  static constexpr size_t kCachedCopyBytes = size_t{256} << 10;
+
+  template <class T>
+  PairedParams(const Problem& p, T* /* storage tag */, const float* gain, const float* bias) {
+    if constexpr (!kHaveBf16Pairs || !std::is_same_v<T, hwy::bfloat16_t>) {
+      (void)p, (void)gain, (void)bias;
+    } else {
+      const DF d;
+      const size_t N = hn::Lanes(d);
+      // One row gains nothing: the copy costs what the row saves. Beyond the cache the copy is memory
+      // traffic on the calling thread, worth it only over many rows (4 x 262144 ran 2.2x slower).
+      if (p.rows < 2 || size_t(p.cols) < 2 * N) return;
+      const size_t copied_bytes = size_t(p.cols) * sizeof(float) * ((gain ? 1 : 0) + (bias ? 1 : 0));
+      if (copied_bytes > kCachedCopyBytes && p.rows < 16) return;
+      const size_t blocks = size_t(p.cols) / (2 * N);
+      static thread_local std::vector<float> scratch;
+      const size_t per_param = blocks * 2 * N;
+      if (scratch.size() < 2 * per_param) scratch.resize(2 * per_param);
+      if (gain && !Deinterleave(d, gain, blocks, scratch.data())) return;
+      if (bias && !Deinterleave(d, bias, blocks, scratch.data() + per_param)) return;
+      gain_ = gain ? scratch.data() : nullptr;
+      bias_ = bias ? scratch.data() + per_param : nullptr;
+      active_ = true;
+    }
+  }
+
+  bool active() const { return active_; }
+  // (cols rounded down to 2N) f32 in pair order, or null when absent. Column c0 of a chunk (a multiple of
+  // 2N) is at offset c0.
+  const float* gain() const { return gain_; }
+  const float* bias() const { return bias_; }
+
+ private:
+  // Writes src's 2N-blocks to dst in pair order; false if any value is not finite.
+  template <class D>  // a template, so that targets without pairs never instantiate it
+  static bool Deinterleave(D d, const float* src, size_t blocks, float* dst) {
+#if HWY_TARGET == HWY_SCALAR
+    (void)d, (void)src, (void)blocks, (void)dst;
+    return false;
+#else
+    const size_t N = hn::Lanes(d);
+    auto finite = hn::Set(d, 0.0f);  // stays 0 (not NaN) while every x - x is
+    for (size_t b = 0; b < blocks; ++b) {
+      const VF first = hn::LoadU(d, src + 2 * N * b), second = hn::LoadU(d, src + 2 * N * b + N);
+      hn::StoreU(hn::ConcatEven(d, second, first), d, dst + 2 * N * b);
+      hn::StoreU(hn::ConcatOdd(d, second, first), d, dst + 2 * N * b + N);
+      finite = hn::Add(finite, hn::Add(hn::Sub(first, first), hn::Sub(second, second)));
+    }
+    return hn::AllTrue(d, hn::Eq(finite, hn::Zero(d)));
+#endif
+  }
+
+  bool active_ = false;
+  const float* gain_ = nullptr;
+  const float* bias_ = nullptr;
+};
+
+// Calls y = body(x, j) for the columns [0, n rounded down to 2N) of one bf16 row, where x holds N of
+// its columns as f32 (the even or the odd ones of a 2N-block) and j is where their gain and bias start
+// in PairedParams' order (relative to the row's first column); stores y to out. Returns the number of
+// columns written; the caller writes the rest with the per-vector path. Hints as for ForEachOutput.
+template <class Body>
+HWY_INLINE size_t ForEachBf16Pair(DF d, const hwy::bfloat16_t* in, hwy::bfloat16_t* out, size_t n,
+                                  const OutputHints<hwy::bfloat16_t>& hints, const Body& body) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d, (void)in, (void)out, (void)n, (void)hints, (void)body;
+  return 0;
+#else
+  const size_t N = hn::Lanes(d);
+  // Streaming stores need an aligned vector; rows of an odd length shift the alignment row to row.
+  const bool stream = hints.stream && reinterpret_cast<uintptr_t>(out) % (2 * N * sizeof(uint16_t)) == 0;
+  constexpr size_t kLineElements = 64 / sizeof(uint16_t);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    if (hints.prefetch_a && i % kLineElements == 0) {
+      __builtin_prefetch(hints.prefetch_a + i, 0, 2);
+      if (hints.prefetch_b) __builtin_prefetch(hints.prefetch_b + i, 0, 2);
+    }
+    VF even, odd;
+    LoadBf16Pair(d, in + i, &even, &odd);
+    StoreBf16Pair(body(even, i), body(odd, i + N), out + i, stream);
+  }
+  return i;
+#endif
+}
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
