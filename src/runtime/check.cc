@@ -64,7 +64,7 @@ class Buffers {
       if (required) Fail(fn_, std::string(b.name) + " is NULL");
       return;
     }
-    if (reinterpret_cast<uintptr_t>(b.data) % b.align != 0)
+    if ((reinterpret_cast<uintptr_t>(b.data) & (b.align - 1)) != 0)  // align is a power of two; no division
       Fail(fn_, std::string(b.name) + " is not aligned to its " + std::to_string(b.align) + "-byte elements");
     list_[count_++] = b;
   }
@@ -96,8 +96,9 @@ Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind)
   if (dtype != RMSNORM_F32 && dtype != RMSNORM_BF16 && dtype != RMSNORM_F16)
     Fail(fn, "config->dtype is not an rmsnorm_dtype (got " + std::to_string(dtype) + ")");
   // Every byte offset into the largest tensor must fit in ptrdiff_t.
-  const int64_t max_elements = INT64_MAX / 8;
-  if (c.rows > 0 && c.cols > max_elements / c.rows)
+  // (A multiplication with an overflow check: a division here would cost a decode row more than its checks.)
+  int64_t elements;
+  if (__builtin_mul_overflow(c.rows, c.cols, &elements) || elements > INT64_MAX / 8)
     Fail(fn, "config->rows * config->cols is too large (" + std::to_string(c.rows) + " x " +
                  std::to_string(c.cols) + ")");
   if (!std::isfinite(c.eps) || c.eps < 0.0f) Fail(fn, "config->eps must be finite and >= 0 (got " + Number(c.eps) + ")");
