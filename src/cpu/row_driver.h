@@ -188,7 +188,7 @@ void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const Par
   };
 
   if (!plan.split) {
-    runtime::ParallelFor(plan.num_blocks, bytes, [&](int64_t b) {
+    auto run_block = [&](int64_t b) {
       float *dw, *db;
       block_partials(b, 0, plan.cols, &dw, &db);
       for (int64_t row = plan.BlockBegin(b); row < plan.BlockEnd(b); ++row) {
@@ -202,7 +202,11 @@ void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const Par
           kernel.Output(row, plan.ChunkBegin(c), plan.ChunkEnd(c), state, dw, db);
       }
       if (plan.stream_outputs) hwy::FlushStream();  // non-temporal stores are weakly ordered
-    });
+    };
+    // One block (a decode row): called directly, so it inlines; the pool's indirection is a fair part
+    // of such a call.
+    if (plan.num_blocks == 1) return run_block(0);
+    runtime::ParallelFor(plan.num_blocks, bytes, run_block);
     return;
   }
 
