@@ -167,6 +167,27 @@ HWY_INLINE size_t ForEachBf16Pair(DF d, const hwy::bfloat16_t* in, hwy::bfloat16
 #endif
 }
 
+// sum = a + b rounded to bf16 over [0, n rounded down to 2N), the fused residual add. Needs no
+// condition: both operands are bf16 values, so the rounding is exact for every result (see above).
+// Returns the number of elements written.
+HWY_INLINE size_t AddBf16Pairs(DF d, const hwy::bfloat16_t* a, const hwy::bfloat16_t* b, hwy::bfloat16_t* sum,
+                               size_t n) {
+#if HWY_TARGET == HWY_SCALAR
+  (void)d, (void)a, (void)b, (void)sum, (void)n;
+  return 0;
+#else
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    VF a_even, a_odd, b_even, b_odd;
+    LoadBf16Pair(d, a + i, &a_even, &a_odd);
+    LoadBf16Pair(d, b + i, &b_even, &b_odd);
+    StoreBf16Pair(hn::Add(a_even, b_even), hn::Add(a_odd, b_odd), sum + i, false);
+  }
+  return i;
+#endif
+}
+
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

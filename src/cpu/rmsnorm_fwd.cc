@@ -56,9 +56,14 @@ class RmsForwardKernel {
   Partial Reduce(int, int64_t row, int64_t c0, int64_t c1, const State&) const {
     if constexpr (kAdd) {
       const DF d;
-      const int64_t at = row * p_.cols + c0;
-      ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-        Store(d, hn::Add(Load(d, x_ + at + i, count), Load(d, residual_ + at + i, count)), h_ + at + i, count);
+      const size_t n = size_t(c1 - c0);
+      const T* x = x_ + row * p_.cols + c0;
+      const T* residual = residual_ + row * p_.cols + c0;
+      T* h = h_ + row * p_.cols + c0;
+      size_t done = 0;
+      if constexpr (kHaveBf16Pairs && std::is_same_v<T, hwy::bfloat16_t>) done = AddBf16Pairs(d, x, residual, h, n);
+      ForEachVector(d, n - done, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+        Store(d, hn::Add(Load(d, x + done + i, count), Load(d, residual + done + i, count)), h + done + i, count);
       });
     }
     // The statistic is taken from what was stored, so fused equals add-then-norm bit for bit.
