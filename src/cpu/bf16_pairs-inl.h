@@ -167,6 +167,31 @@ HWY_INLINE size_t ForEachBf16Pair(DF d, const hwy::bfloat16_t* in, hwy::bfloat16
 #endif
 }
 
+// A forward's output over columns [0, n) of a row chunk starting at column c0: y = normalize(x) * g
+// (+ b), as ScaleShift; bf16 two vectors at a time where `pairs` allows, the rest per vector. w and b
+// are the chunk's gain and bias (or unused), as the per-vector path reads them.
+template <bool kWeight, bool kBias, class T, class Normalize>
+HWY_INLINE void ForEachForwardOutput(DF d, const T* in, T* out, size_t n, int64_t c0, const float* w,
+                                     const float* b, const PairedParams& pairs, OutputHints<T> hints,
+                                     const Normalize& normalize) {
+  size_t done = 0;
+  if constexpr (kHaveBf16Pairs && std::is_same_v<T, hwy::bfloat16_t>) {
+    if (pairs.active()) {
+      const float* pw = pairs.gain() + (kWeight ? c0 : 0);
+      const float* pb = pairs.bias() + (kBias ? c0 : 0);
+      done = ForEachBf16Pair(d, in, out, n, hints, [&](VF x, size_t j) RMSNORM_INLINE_LAMBDA {
+        return ScaleShift<kWeight, kBias>(d, normalize(x), pw, pb, j, hn::Lanes(d));
+      });
+      if (done != 0) hints = OutputHints<T>{};  // the few columns left need neither
+    }
+  } else {
+    (void)pairs, (void)c0;
+  }
+  ForEachOutput(d, out + done, n - done, hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+    return ScaleShift<kWeight, kBias>(d, normalize(Load(d, in + done + i, count)), w, b, done + i, count);
+  });
+}
+
 // sum = a + b rounded to bf16 over [0, n rounded down to 2N), the fused residual add. Needs no
 // condition: both operands are bf16 values, so the rounding is exact for every result (see above).
 // Returns the number of elements written.

@@ -94,24 +94,11 @@ class LayerNormForwardKernel {
     const DF d;
     const VF mean_hi = hn::Set(d, s.mean.hi), mean_lo = hn::Set(d, s.mean.lo);
     const VF rstd = hn::Set(d, s.rstd);
-    const size_t n = size_t(c1 - c0);
-    OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_);
-    size_t done = 0;
-    if constexpr (kHaveBf16Pairs && std::is_same_v<T, hwy::bfloat16_t>) {
-      if (pairs_.active()) {
-        const float* pw = pairs_.gain() + (kWeight ? c0 : 0);
-        const float* pb = pairs_.bias() + (kBias ? c0 : 0);
-        done = ForEachBf16Pair(d, in, out, n, hints, [&](VF x, size_t j) RMSNORM_INLINE_LAMBDA {
-          const VF xhat = hn::Mul(Centered(x, mean_hi, mean_lo), rstd);
-          return ScaleShift<kWeight, kBias>(d, xhat, pw, pb, j, hn::Lanes(d));
-        });
-        if (done != 0) hints = OutputHints<T>{};  // the few columns left need neither
-      }
-    }
-    ForEachOutput(d, out + done, n - done, hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-      const VF xhat = hn::Mul(Centered(Load(d, in + done + i, count), mean_hi, mean_lo), rstd);
-      return ScaleShift<kWeight, kBias>(d, xhat, w, b, done + i, count);
-    });
+    ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_,
+                                         HintsFor(plan_, y_in_place_, row, c0, x_),
+                                         [&](VF x) RMSNORM_INLINE_LAMBDA {
+                                           return hn::Mul(Centered(x, mean_hi, mean_lo), rstd);
+                                         });
   }
 
  private:
