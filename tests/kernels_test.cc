@@ -2,6 +2,8 @@
 // sizes below, at and above the vector width, unroll and reduction chunk, on every SIMD target this
 // machine runs.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstring>
@@ -209,6 +211,93 @@ TEST(Kernels, EachRowAsIfAlone) {
               ASSERT_EQ(std::isnan(all.rstd[size_t(row)]), std::isnan(alone.rstd[0]));
               if (!std::isnan(alone.rstd[0])) ASSERT_EQ(alone.rstd[0], all.rstd[size_t(row)]) << "row " << row;
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Bytes in memory between two inaccessible pages, placed against one of them: any access past the end
+// (or before the start) faults, whatever a sanitizer does or does not instrument (masked moves).
+class GuardedBytes {
+ public:
+  GuardedBytes(const void* contents, size_t bytes, bool against_end) : bytes_(bytes) {
+    page_ = size_t(sysconf(_SC_PAGESIZE));
+    const size_t span = (bytes + page_ - 1) / page_ * page_;
+    total_ = span + 2 * page_;
+    base_ = static_cast<uint8_t*>(mmap(nullptr, total_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    EXPECT_NE(MAP_FAILED, static_cast<void*>(base_));
+    mprotect(base_, page_, PROT_NONE);
+    mprotect(base_ + page_ + span, page_, PROT_NONE);
+    data_ = against_end ? base_ + page_ + span - bytes : base_ + page_;
+    if (contents) std::memcpy(data_, contents, bytes);
+  }
+  ~GuardedBytes() { munmap(base_, total_); }
+  GuardedBytes(const GuardedBytes&) = delete;
+  GuardedBytes& operator=(const GuardedBytes&) = delete;
+  void* data() const { return data_; }
+  float* floats() const { return reinterpret_cast<float*>(data_); }
+  bool Equals(const void* other) const { return std::memcmp(data_, other, bytes_) == 0; }
+
+ private:
+  size_t bytes_, page_, total_;
+  uint8_t* base_;
+  uint8_t* data_;
+};
+
+// Every tensor of every call against a guard page, on both sides, on every target: the partial vectors
+// at row ends (masked moves, the odd last 16-bit value) must touch nothing outside. The results must be
+// those of the same call on ordinary buffers.
+TEST(Kernels, NothingTouchedOutsideTheTensors) {
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    for (rmsnorm_dtype dtype : kDtypes) {
+      for (int64_t cols : {1, 3, 7, 9, 13, 33, 100}) {
+        for (bool against_end : {true, false}) {
+          for (Op op : {Op::kRms, Op::kLayer, Op::kAddRms}) {
+            Case c;
+            c.op = op;
+            c.dtype = dtype;
+            c.rows = 3;
+            c.cols = cols;
+            c.bias = true;
+            c.partial = op == Op::kRms ? 0.5f : 1.0f;
+            SCOPED_TRACE(c.Name() + " on " + TargetName(target) + (against_end ? ", guard after" : ", guard before"));
+            Inputs in = MakeInputs(c);
+            if (op == Op::kAddRms) in.residual = in.dy;
+            const Outputs want = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+            const Outputs want_grad = RunBackward(c, in, &want, RMSNORM_BACKEND_AUTO);
+            const size_t row_bytes = size_t(in.x.size()) * DtypeSizeOf(dtype);
+            const size_t col_bytes = size_t(cols) * sizeof(float), per_row = size_t(c.rows) * sizeof(float);
+            GuardedBytes x(in.x.data(), row_bytes, against_end), dy(in.dy.data(), row_bytes, against_end);
+            GuardedBytes y(nullptr, row_bytes, against_end), h(nullptr, row_bytes, against_end);
+            GuardedBytes dx(nullptr, row_bytes, against_end);
+            GuardedBytes w(in.weight.data(), col_bytes, against_end), b(in.bias.data(), col_bytes, against_end);
+            GuardedBytes dw(nullptr, col_bytes, against_end), db(nullptr, col_bytes, against_end);
+            GuardedBytes mean(nullptr, per_row, against_end), rstd(nullptr, per_row, against_end);
+            const rmsnorm_config config = c.Config();
+            if (op == Op::kRms) {
+              ASSERT_EQ(RMSNORM_OK, rmsnorm_forward(&config, x.data(), w.floats(), b.floats(), y.data(), rstd.floats()));
+              ASSERT_EQ(RMSNORM_OK, rmsnorm_backward(&config, dy.data(), x.data(), w.floats(), rstd.floats(), dx.data(),
+                                                     dw.floats(), db.floats()));
+            } else if (op == Op::kLayer) {
+              ASSERT_EQ(RMSNORM_OK, rmsnorm_layernorm_forward(&config, x.data(), w.floats(), b.floats(), y.data(),
+                                                              mean.floats(), rstd.floats()));
+              ASSERT_EQ(RMSNORM_OK, rmsnorm_layernorm_backward(&config, dy.data(), x.data(), w.floats(), mean.floats(),
+                                                               rstd.floats(), dx.data(), dw.floats(), db.floats()));
+            } else {
+              ASSERT_EQ(RMSNORM_OK, rmsnorm_add_forward(&config, x.data(), dy.data(), w.floats(), b.floats(), y.data(),
+                                                        h.data(), rstd.floats()));
+              ASSERT_TRUE(h.Equals(want.residual_out.data()));
+              ASSERT_EQ(RMSNORM_OK, rmsnorm_backward(&config, dy.data(), h.data(), w.floats(), rstd.floats(), dx.data(),
+                                                     dw.floats(), db.floats()));
+            }
+            EXPECT_TRUE(y.Equals(want.y.data()));
+            EXPECT_TRUE(rstd.Equals(want.rstd.data()));
+            EXPECT_TRUE(dx.Equals(want_grad.dx.data()));
+            EXPECT_TRUE(dw.Equals(want_grad.dweight.data()));
+            EXPECT_TRUE(db.Equals(want_grad.dbias.data()));
           }
         }
       }
