@@ -28,9 +28,10 @@ const std::vector<OpDirection>& OpDirections() {
 }
 
 // Streaming (each tensor 4-8x the 32 MiB L3), cache-resident (a training micro-batch slice), a
-// decode row, and long rows (fewer rows than threads, cols past 64K).
+// decode row, long rows (fewer rows than threads, cols past 64K), and an odd width (every row ends in
+// a partial vector).
 const std::vector<Shape>& DefaultShapes() {
-  static const std::vector<Shape> shapes = {{8192, 4096}, {64, 1024}, {1, 4096}, {4, 262144}};
+  static const std::vector<Shape> shapes = {{8192, 4096}, {64, 1024}, {1, 4096}, {4, 262144}, {1024, 100}};
   return shapes;
 }
 

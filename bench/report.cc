@@ -104,6 +104,7 @@ const char* ShapeRole(Shape s) {
   if (s == Shape{64, 1024}) return "cache-resident";
   if (s == Shape{1, 4096}) return "one decode row";
   if (s.rows < 8 && s.cols >= 65536) return "few long rows";
+  if (s == Shape{1024, 100}) return "odd width: each row ends in a partial vector";
   return nullptr;
 }
 
