@@ -1,7 +1,7 @@
-// bf16 forward outputs written two f32 vectors at a time. Without a bf16 convert instruction (x86
-// before AVX512_BF16, and Highway 1.0.3 uses none), rounding each vector to bf16 and narrowing it
-// costs more than the normalization itself: the bf16 forward was compute-bound at 0.6-0.8 of the
-// stream bandwidth, and is at memory speed this way.
+// bf16 forward outputs (and the fused add's sum) written two f32 vectors at a time. Without a bf16
+// convert instruction (x86 before AVX512_BF16, and Highway 1.0.3 uses none), rounding each vector to
+// bf16 and narrowing it costs more than the normalization itself: the bf16 forward was compute-bound
+// at 0.6-0.8 of the stream bandwidth, and is at memory speed this way.
 //
 // One load of 2N bf16 values, viewed as N 32-bit lanes, holds the even columns in the low halves and
 // the odd columns in the high halves: a shift and a mask widen them to two f32 vectors, instead of two
@@ -9,13 +9,13 @@
 // of two narrowing packs and lane permutes. The gain and bias are read in the same even/odd order from
 // a copy made once per call (PairedParams).
 //
-// The rounding here skips the per-vector NaN test: adding the rounding increment is exact for a NaN
-// whose low 16 bits are zero (they absorb it without a carry; the NaN, an arithmetic result, is quiet), and every
-// NaN this arithmetic can make has them zero when its operands do: a NaN result is an operand NaN
-// quieted (bit 22) or the default NaN. bf16 inputs widen with a zero low half and the statistics are
-// finite (other rows go to the double path), so the one condition is a finite gain and bias, checked
-// once per call. Calls with a non-finite gain or bias, and the last < 2N columns of a row, use the
-// per-vector path; the bits written are the same either way.
+// The rounding here skips the per-vector NaN test. Adding the rounding increment is exact for a NaN
+// whose low 16 bits are zero (they absorb it without a carry, and a NaN made by arithmetic is quiet
+// already), and every NaN this arithmetic can make has them zero when its operands do: a NaN result is
+// an operand NaN quieted (bit 22) or the default NaN. bf16 inputs widen with a zero low half and the
+// statistics are finite (other rows go to the double path), so the one condition is a finite gain and
+// bias, checked once per call. Calls with a non-finite gain or bias, and the last < 2N columns of a row,
+// use the per-vector path; the bits written are the same either way.
 
 // Per-target include guard, the Highway way.
 #if defined(RMSNORM_SRC_CPU_BF16_PAIRS_INL_H_) == defined(HWY_TARGET_TOGGLE)

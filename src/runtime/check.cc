@@ -34,7 +34,8 @@ struct Buffer {
   Fail(fn, std::string(name) + " is not aligned to its " + std::to_string(align) + "-byte elements");
 }
 [[noreturn, gnu::noinline, gnu::cold]] void FailOverlap(const char* fn, const char* a, const char* b) {
-  Fail(fn, std::string(a) + " and " + b + " overlap; an output may only coincide exactly with an input row tensor (in place)");
+  Fail(fn, std::string(a) + " and " + b +
+               " overlap; an output may only coincide exactly with an input row tensor (in place)");
 }
 
 class Buffers {
@@ -102,8 +103,8 @@ Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind)
   const int dtype = RawEnum(c.dtype);
   if (dtype != RMSNORM_F32 && dtype != RMSNORM_BF16 && dtype != RMSNORM_F16)
     Fail(fn, "config->dtype is not an rmsnorm_dtype (got " + std::to_string(dtype) + ")");
-  // Every byte offset into the largest tensor must fit in ptrdiff_t.
-  // (A multiplication with an overflow check: a division here would cost a decode row more than its checks.)
+  // Every byte offset into the largest tensor must fit in ptrdiff_t. (Checked by an overflowing
+  // multiplication: a division would cost a decode row more than all its other checks.)
   int64_t elements;
   if (__builtin_mul_overflow(c.rows, c.cols, &elements) || elements > INT64_MAX / 8)
     Fail(fn, "config->rows * config->cols is too large (" + std::to_string(c.rows) + " x " +
