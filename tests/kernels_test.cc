@@ -157,6 +157,18 @@ TEST(Kernels, RowCounts) {
 // paired path's condition.
 size_t DtypeSizeOf(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
 
+// A case with a gain and a bias, and pRMSNorm's k at half the row for the RMSNorm op.
+Case WithBiasAndHalfK(Op op, rmsnorm_dtype dtype, int64_t rows, int64_t cols) {
+  Case c;
+  c.op = op;
+  c.dtype = dtype;
+  c.rows = rows;
+  c.cols = cols;
+  c.bias = true;
+  c.partial = op == Op::kRms ? 0.5f : 1.0f;
+  return c;
+}
+
 Inputs RowAlone(const Case& c, const Inputs& in, int64_t row) {
   Inputs one = in;
   auto slice = [&](const RowTensor& t) {
@@ -180,13 +192,7 @@ TEST(Kernels, EachRowAsIfAlone) {
       for (rmsnorm_dtype dtype : kDtypes) {
         for (int64_t cols : {7, 64, 100, 1000}) {
           for (Gain gain : {Gain::kOrdinary, Gain::kHuge, Gain::kNaN, Gain::kInfinite}) {
-            Case c;
-            c.op = op;
-            c.dtype = dtype;
-            c.rows = 5;
-            c.cols = cols;
-            c.bias = true;
-            c.partial = op == Op::kRms ? 0.5f : 1.0f;
+            const Case c = WithBiasAndHalfK(op, dtype, 5, cols);
             Inputs in = MakeInputs(c);
             if (op == Op::kAddRms) in.residual = RowTensor(dtype, c.rows, c.cols);
             // Row 1: NaN and infinity past pRMSNorm's k; row 3: a NaN inside it.
@@ -256,13 +262,7 @@ TEST(Kernels, NothingTouchedOutsideTheTensors) {
       for (int64_t cols : {1, 3, 7, 9, 13, 33, 100}) {
         for (bool against_end : {true, false}) {
           for (Op op : {Op::kRms, Op::kLayer, Op::kAddRms}) {
-            Case c;
-            c.op = op;
-            c.dtype = dtype;
-            c.rows = 3;
-            c.cols = cols;
-            c.bias = true;
-            c.partial = op == Op::kRms ? 0.5f : 1.0f;
+            const Case c = WithBiasAndHalfK(op, dtype, 3, cols);
             SCOPED_TRACE(c.Name() + " on " + TargetName(target) + (against_end ? ", guard after" : ", guard before"));
             Inputs in = MakeInputs(c);
             if (op == Op::kAddRms) in.residual = in.dy;
