@@ -155,8 +155,6 @@ TEST(Kernels, RowCounts) {
 // different paths (bf16 outputs of many rows are written two vectors at a time), which must agree,
 // NaN and infinity included. Gains with a NaN, an infinity or huge values exercise each side of the
 // paired path's condition.
-size_t DtypeSizeOf(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
-
 // A case with a gain and a bias, and pRMSNorm's k at half the row for the RMSNorm op.
 Case WithBiasAndHalfK(Op op, rmsnorm_dtype dtype, int64_t rows, int64_t cols) {
   Case c;
@@ -211,7 +209,7 @@ TEST(Kernels, EachRowAsIfAlone) {
             one_row.rows = 1;
             for (int64_t row = 0; row < c.rows; ++row) {
               const Outputs alone = RunForward(one_row, RowAlone(c, in, row), RMSNORM_BACKEND_AUTO);
-              const size_t row_bytes = size_t(c.cols) * DtypeSizeOf(dtype);
+              const size_t row_bytes = all.y.bytes() / size_t(c.rows);
               const auto* got = static_cast<const uint8_t*>(all.y.data()) + size_t(row) * row_bytes;
               ASSERT_EQ(0, std::memcmp(got, alone.y.data(), row_bytes)) << "row " << row;  // NaN encodings too
               ASSERT_EQ(std::isnan(all.rstd[size_t(row)]), std::isnan(alone.rstd[0]));
@@ -268,7 +266,7 @@ TEST(Kernels, NothingTouchedOutsideTheTensors) {
             if (op == Op::kAddRms) in.residual = in.dy;
             const Outputs want = RunForward(c, in, RMSNORM_BACKEND_AUTO);
             const Outputs want_grad = RunBackward(c, in, &want, RMSNORM_BACKEND_AUTO);
-            const size_t row_bytes = size_t(in.x.size()) * DtypeSizeOf(dtype);
+            const size_t row_bytes = in.x.bytes();
             const size_t col_bytes = size_t(cols) * sizeof(float), per_row = size_t(c.rows) * sizeof(float);
             GuardedBytes x(in.x.data(), row_bytes, against_end), dy(in.dy.data(), row_bytes, against_end);
             GuardedBytes y(nullptr, row_bytes, against_end), h(nullptr, row_bytes, against_end);

@@ -24,6 +24,7 @@ class RowTensor {
   const void* data() const { return bytes_.data(); }
   int64_t size() const { return rows_ * cols_; }
   rmsnorm_dtype dtype() const { return dtype_; }
+  size_t bytes() const { return bytes_.size(); }
   bool BitwiseEqual(const RowTensor& other) const { return bytes_ == other.bytes_; }
 
  private:
