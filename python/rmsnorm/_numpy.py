@@ -78,6 +78,13 @@ def _output(fn, out, x, params):
     return out
 
 
+def _operands(fn, x, weight, bias):
+    """x checked, its dtype code and width, and the checked weight and bias (or None)."""
+    x, code = _input(fn, x)
+    cols = x.shape[-1]
+    return x, code, cols, _param(fn, "weight", weight, cols), _param(fn, "bias", bias, cols)
+
+
 def rms_norm(x, weight=None, eps=1e-6, partial=1.0, *, bias=None, weight_offset=0.0, out=None):
     """RMSNorm over the last axis: y = x / sqrt(mean(x[..., :k]**2) + eps) * (weight_offset + weight) (+ bias).
 
@@ -86,10 +93,7 @@ def rms_norm(x, weight=None, eps=1e-6, partial=1.0, *, bias=None, weight_offset=
     offset, (1 + w) with weight_offset=1. out may be x itself for an in-place update.
     """
     fn = "rmsnorm.rms_norm"
-    x, code = _input(fn, x)
-    cols = x.shape[-1]
-    weight = _param(fn, "weight", weight, cols)
-    bias = _param(fn, "bias", bias, cols)
+    x, code, cols, weight, bias = _operands(fn, x, weight, bias)
     eps, partial, weight_offset = check_eps(fn, eps), check_partial(fn, partial), check_offset(fn, weight_offset)
     y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
     _C.rms_forward(x.size // cols, cols, code, eps, partial, weight_offset, x, weight, bias, y, None)
@@ -102,10 +106,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     The baseline RMSNorm is compared with; eps defaults to 1e-5 as in torch.nn.LayerNorm.
     """
     fn = "rmsnorm.layer_norm"
-    x, code = _input(fn, x)
-    cols = x.shape[-1]
-    weight = _param(fn, "weight", weight, cols)
-    bias = _param(fn, "bias", bias, cols)
+    x, code, cols, weight, bias = _operands(fn, x, weight, bias)
     eps = check_eps(fn, eps)
     y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
     _C.layer_forward(x.size // cols, cols, code, eps, 0.0, x, weight, bias, y, None, None)
@@ -118,10 +119,7 @@ def l2_norm(x, weight=None, eps=1e-12, *, bias=None, out=None):
     The paper's other baseline: RMSNorm without the 1/n, so y = rms_norm(x) / sqrt(n) when eps is 0.
     """
     fn = "rmsnorm.l2_norm"
-    x, code = _input(fn, x)
-    cols = x.shape[-1]
-    weight = _param(fn, "weight", weight, cols)
-    bias = _param(fn, "bias", bias, cols)
+    x, code, cols, weight, bias = _operands(fn, x, weight, bias)
     eps = check_eps(fn, eps)
     y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
     _C.l2_forward(x.size // cols, cols, code, eps, 0.0, x, weight, bias, y, None)
