@@ -255,19 +255,38 @@ HWY_INLINE void ForEachVector(DF d, size_t n, const Body& body) {
   if (i < n) body(i, n - i);
 }
 
+// The same calls as ForEachVector, last vector first. An output pass that follows a reduction over the
+// same row runs this way: it first meets the lines the reduction read last, which are still in L1 when
+// the row's inputs, parameters and output together outgrow it (4096 f32 with a gain: 48 KiB).
+template <class Body>
+HWY_INLINE void ForEachVectorReversed(DF d, size_t n, const Body& body) {
+  const size_t N = hn::Lanes(d);
+  size_t i = n - n % N;
+  if (i < n) body(i, n - i);
+  for (; i >= 2 * N; i -= 2 * N) {
+    body(i - N, N);
+    body(i - 2 * N, N);
+  }
+  if (i != 0) body(0, N);
+}
+
 // How an output loop writes (see RowPlan): non-temporal stores for outputs larger than the last-level
-// cache, and prefetches of the next row's inputs so memory keeps streaming while this row computes
-// from cache. Both only change speed, never a result.
+// cache, prefetches of the next row's inputs so memory keeps streaming while this row computes from
+// cache, and the order of the pass. None changes a result.
 template <class T>
 struct OutputHints {
   bool stream = false;
   const T* prefetch_a = nullptr;  // indexed like the output; null for none
   const T* prefetch_b = nullptr;
+  bool reversed = false;  // last vector first: see ForEachVectorReversed
 };
 
 // The hints for writing columns [c0, ...) of `row`: stream when the plan says so and the output is not
 // also an input (in place, the line was just read into cache, where ordinary stores are cheapest), and
-// prefetch the same columns of the next row of the inputs `a` and `b` (or null).
+// prefetch the same columns of the next row of the inputs `a` and `b` (or null). A row that fits one
+// reduction chunk and is not streamed from memory is written last vector first, right after its
+// reductions; rows from memory go forward, so the next row's prefetches are issued in the order its
+// reductions will read them, and a split row's chunks were reduced long before.
 template <class T>
 HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t row, int64_t c0, const T* a,
                                    const T* b = nullptr) {
@@ -278,6 +297,7 @@ HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t r
     hints.prefetch_a = a + next;
     hints.prefetch_b = b ? b + next : nullptr;
   }
+  hints.reversed = plan.num_chunks == 1 && !plan.prefetch_rows && !hints.stream;
   return hints;
 }
 
@@ -297,6 +317,9 @@ HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hint
       Store(d, v, out + i, count);
     }
   };
+  if (hints.reversed) {
+    return ForEachVectorReversed(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
+  }
   if (!hints.stream) {
     return ForEachVector(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
   }
