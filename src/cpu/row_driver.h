@@ -28,6 +28,10 @@ constexpr int64_t kBlockElements = 16384;
 // floats per gradient: wide rows get fewer, taller blocks (the split path keeps those parallel).
 constexpr int64_t kMaxBlocks = 256;
 constexpr int64_t kMaxPartialElements = int64_t{1} << 22;
+// A backward's block holds at least this many rows (or all of them): each block zeroes, fills and
+// finally re-reads a (cols) f32 partial per gradient, which one-row blocks of long rows made cost more
+// than the row's own traffic. Few rows then run on the split path, parallel over column chunks.
+constexpr int64_t kMinPartialRows = 8;
 
 // Statistics below this (mean square + eps, or variance + eps) are beyond what the f32 path computes
 // accurately (squares underflow); so are non-finite sums (squares overflow), and for LayerNorm a
@@ -68,8 +72,9 @@ struct RowPlan {
   int64_t BlockEnd(int64_t b) const { return std::min(rows, (b + 1) * block_rows); }
 };
 
-// `tensors`: how many (rows, cols) tensors the call moves, inputs and outputs.
-inline RowPlan MakePlan(const Problem& p, int64_t tensors) {
+// `tensors`: how many (rows, cols) tensors the call moves, inputs and outputs. `param_grads`: the
+// call sums parameter gradients over rows (in per-block partials).
+inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = false) {
   RowPlan plan;
   plan.rows = p.rows;
   plan.cols = p.cols;
@@ -81,7 +86,8 @@ inline RowPlan MakePlan(const Problem& p, int64_t tensors) {
     const int64_t by_count = (p.rows + kMaxBlocks - 1) / kMaxBlocks;
     const int64_t max_blocks_by_scratch = std::max<int64_t>(1, kMaxPartialElements / p.cols);
     const int64_t by_scratch = (p.rows + max_blocks_by_scratch - 1) / max_blocks_by_scratch;
-    plan.block_rows = std::max<int64_t>({1, by_size, by_count, by_scratch});
+    const int64_t by_partials = param_grads ? std::min(p.rows, kMinPartialRows) : 1;
+    plan.block_rows = std::max<int64_t>({1, by_size, by_count, by_scratch, by_partials});
     plan.num_blocks = (p.rows + plan.block_rows - 1) / plan.block_rows;
   }
   plan.split = plan.num_chunks > 1 && plan.num_blocks < 2 * runtime::NumThreads();
@@ -259,7 +265,7 @@ void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
 template <template <class, bool, bool, bool> class Kernel>
 void RunBackward(const Problem& p, const BackwardArgs& a) {
   const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
-  const RowPlan plan = MakePlan(p, 3);
+  const RowPlan plan = MakePlan(p, 3, a.dweight != nullptr || a.dbias != nullptr);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
   WithStorage(p.dtype, [&](auto t) {
