@@ -151,10 +151,6 @@ TEST(Kernels, RowCounts) {
   }
 }
 
-// A row of a many-row call is bit for bit that row called alone: calls of one row and of many take
-// different paths (bf16 outputs of many rows are written two vectors at a time), which must agree,
-// NaN and infinity included. Gains with a NaN, an infinity or huge values exercise each side of the
-// paired path's condition.
 // A case with a gain and a bias, and pRMSNorm's k at half the row for the RMSNorm op.
 Case WithBiasAndHalfK(Op op, rmsnorm_dtype dtype, int64_t rows, int64_t cols) {
   Case c;
@@ -181,6 +177,10 @@ Inputs RowAlone(const Case& c, const Inputs& in, int64_t row) {
   return one;
 }
 
+// A row of a many-row call is bit for bit that row called alone: calls of one row and of many take
+// different paths (bf16 outputs of many rows are written two vectors at a time), which must agree,
+// NaN and infinity included. Gains with a NaN, an infinity or huge values exercise each side of the
+// paired path's condition.
 TEST(Kernels, EachRowAsIfAlone) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   enum class Gain { kOrdinary, kHuge, kNaN, kInfinite };

@@ -152,13 +152,9 @@ HWY_INLINE size_t ForEachBf16Pair(DF d, const hwy::bfloat16_t* in, hwy::bfloat16
   const size_t N = hn::Lanes(d);
   // Streaming stores need an aligned vector; rows of an odd length shift the alignment row to row.
   const bool stream = hints.stream && reinterpret_cast<uintptr_t>(out) % (2 * N * sizeof(uint16_t)) == 0;
-  constexpr size_t kLineElements = 64 / sizeof(uint16_t);
   size_t i = 0;
   for (; i + 2 * N <= n; i += 2 * N) {
-    if (hints.prefetch_a && i % kLineElements == 0) {
-      __builtin_prefetch(hints.prefetch_a + i, 0, 2);
-      if (hints.prefetch_b) __builtin_prefetch(hints.prefetch_b + i, 0, 2);
-    }
+    PrefetchNextRow(hints, i);
     VF even, odd;
     LoadBf16Pair(d, in + i, &even, &odd);
     StoreBf16Pair(body(even, i), body(odd, i + N), out + i, stream);

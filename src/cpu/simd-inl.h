@@ -301,15 +301,22 @@ HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t r
   return hints;
 }
 
+// The hinted prefetches for an output loop at column i: one per cache line, into L2 (the lines are
+// read on the next row).
+template <class T>
+HWY_INLINE void PrefetchNextRow(const OutputHints<T>& hints, size_t i) {
+  constexpr size_t kLineElements = 64 / sizeof(T);
+  if (hints.prefetch_a && i % kLineElements == 0) {
+    __builtin_prefetch(hints.prefetch_a + i, 0, 2);
+    if (hints.prefetch_b) __builtin_prefetch(hints.prefetch_b + i, 0, 2);
+  }
+}
+
 // Calls v = body(i, count) for every vector of [0, n), as ForEachVector, and stores v to out + i.
 template <class T, class Body>
 HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hints, const Body& body) {
-  constexpr size_t kLineElements = 64 / sizeof(T);  // one prefetch per cache line
   auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
-    if (hints.prefetch_a && i % kLineElements == 0) {
-      __builtin_prefetch(hints.prefetch_a + i, 0, 2);  // into L2: it is read on the next row
-      if (hints.prefetch_b) __builtin_prefetch(hints.prefetch_b + i, 0, 2);
-    }
+    PrefetchNextRow(hints, i);
     const VF v = body(i, count);
     if (stream) {
       StoreStream(d, v, out + i);
