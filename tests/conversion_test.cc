@@ -60,6 +60,42 @@ bool LoadBf16Pairs(const uint16_t* in, float* out, size_t n) {
 #endif
 }
 
+// The zipped bf16 path (bf16_pairs-inl.h) over whole 2N-blocks of n: f32 values read in zipped order
+// (as the gain is), rounded and stored, which puts each back in its own place. False on targets
+// without the path.
+bool StoreZippedBf16(const float* in, uint16_t* out, size_t n) {
+#if HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  for (size_t b = 0; b + 2 * N <= n; b += 2 * N) {
+    VF low, high;
+    LoadZipped(d, in + b, &low, &high);
+    StoreBf16Zipped(d, low, high, reinterpret_cast<hwy::bfloat16_t*>(out) + b);
+  }
+  return true;
+#else
+  (void)in, (void)out, (void)n;
+  return false;
+#endif
+}
+
+// bf16 encodings widened in zipped order and stored back.
+bool RoundTripZippedBf16(const uint16_t* in, uint16_t* out, size_t n) {
+#if HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  for (size_t b = 0; b + 2 * N <= n; b += 2 * N) {
+    VF low, high;
+    LoadBf16Zipped(d, reinterpret_cast<const hwy::bfloat16_t*>(in) + b, &low, &high);
+    StoreBf16Zipped(d, low, high, reinterpret_cast<hwy::bfloat16_t*>(out) + b);
+  }
+  return true;
+#else
+  (void)in, (void)out, (void)n;
+  return false;
+#endif
+}
+
 size_t F32Lanes() { return hn::Lanes(DF()); }
 
 void StoreBf16(const float* in, uint16_t* out, size_t n) { StoreAs<hwy::bfloat16_t>(in, out, n); }
@@ -89,6 +125,8 @@ HWY_EXPORT(LoadBf16);
 HWY_EXPORT(LoadF16);
 HWY_EXPORT(StoreBf16Pairs);
 HWY_EXPORT(LoadBf16Pairs);
+HWY_EXPORT(StoreZippedBf16);
+HWY_EXPORT(RoundTripZippedBf16);
 HWY_EXPORT(F32Lanes);
 }  // namespace rmsnorm::cpu
 
@@ -278,6 +316,35 @@ TEST(Conversion, Bf16PairsRoundAsTheVectorPath) {
     }
   }
 }
+// The zipped path writes exactly what the per-vector path writes, NaNs included, and in the right
+// places: values read in the gain's order land in their own columns, and encodings widened in zipped
+// order come back unchanged (NaNs made quiet).
+TEST(Conversion, Bf16ZippedRoundsAsTheVectorPath) {
+  const std::vector<float> in = Samples(true);
+  int tested = 0;
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    const size_t lanes = HWY_DYNAMIC_DISPATCH(cpu::F32Lanes)();
+    const size_t n = in.size() / (2 * lanes) * (2 * lanes);
+    std::vector<uint16_t> zipped(n), per_vector(n);
+    if (!HWY_DYNAMIC_DISPATCH(cpu::StoreZippedBf16)(in.data(), zipped.data(), n)) continue;
+    HWY_DYNAMIC_DISPATCH(cpu::StoreBf16)(in.data(), per_vector.data(), n);
+    for (size_t j = 0; j < n; ++j)
+      ASSERT_EQ(per_vector[j], zipped[j]) << TargetName(target) << " of bits " << Bits(in[j]) << " at " << j;
+    std::vector<uint16_t> encodings(0x10000), back(0x10000);
+    for (uint32_t h = 0; h < 0x10000; ++h) encodings[h] = uint16_t(h);
+    ASSERT_TRUE(HWY_DYNAMIC_DISPATCH(cpu::RoundTripZippedBf16)(encodings.data(), back.data(), 0x10000));
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+      const uint16_t expected = IsNan16(uint16_t(h), true) ? uint16_t(h | QuietBit(true)) : uint16_t(h);
+      ASSERT_EQ(expected, back[h]) << TargetName(target) << " encoding " << h;
+    }
+    ++tested;
+  }
+#if HWY_ARCH_X86
+  EXPECT_GT(tested, 0) << "no target with the zipped path";
+#endif
+}
+
 TEST(Conversion, F16StoreRoundsToNearestEven) { CheckStore(false); }
 TEST(Conversion, Bf16LoadIsExact) { CheckLoad(true); }
 TEST(Conversion, F16LoadIsExact) { CheckLoad(false); }

@@ -54,17 +54,32 @@ HWY_INLINE VF LoadFull(DF d, const hwy::bfloat16_t* p) {
 
 using DU16 = hn::Rebind<uint16_t, DF>;
 
-// The bf16 encodings of v's lanes, rounded to nearest even.
-HWY_INLINE hn::Vec<DU16> Bf16Bits(DF /* d */, VF v) {
-  const hn::RebindToUnsigned<DF> du;
-  const hn::RebindToSigned<DF> di;
+using DU32 = hn::RebindToUnsigned<DF>;
+using DI32 = hn::RebindToSigned<DF>;
+
+// v's bits plus the round-to-nearest-even increment (0x7FFF and the lowest kept bit): the bf16
+// encoding is the upper 16 bits. Exact for every non-NaN v, overflow to infinity included.
+HWY_INLINE hn::Vec<DU32> Bf16RoundedBits(VF v) {
+  const DU32 du;
   const auto bits = hn::BitCast(du, v);
-  const auto upper = hn::ShiftRight<16>(bits);
-  // Round to nearest even: add 0x7FFF plus the lowest kept bit, then drop the low half.
-  const auto rounded = hn::ShiftRight<16>(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), hn::And(upper, hn::Set(du, 1u)))));
-  const auto quiet_nan = hn::Or(upper, hn::Set(du, 0x0040u));
-  const auto result = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
-  return hn::DemoteTo(DU16(), hn::BitCast(di, result));
+  const auto lowest_kept = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  return hn::Add(bits, hn::Add(lowest_kept, hn::Set(du, 0x7FFFu)));
+}
+
+// The bf16 encodings of v's lanes, sign-extended to 32 bits (so that a signed saturating pack narrows
+// them exactly). Any lane but a NaN.
+HWY_INLINE hn::Vec<DI32> Bf16BitsWideNotNaN(VF v) { return hn::ShiftRight<16>(hn::BitCast(DI32(), Bf16RoundedBits(v))); }
+
+// The same for every lane: a NaN keeps its sign and upper payload, made quiet.
+HWY_INLINE hn::Vec<DI32> Bf16BitsWide(VF v) {
+  const DI32 di;
+  const auto quiet_nan = hn::Or(hn::ShiftRight<16>(hn::BitCast(di, v)), hn::Set(di, 0x0040));
+  return hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(v)), quiet_nan, Bf16BitsWideNotNaN(v));
+}
+
+// The same, narrowed: the bf16 encodings of v's lanes.
+HWY_INLINE hn::Vec<DU16> Bf16Bits(DF /* d */, VF v) {
+  return hn::BitCast(DU16(), hn::DemoteTo(hn::Rebind<int16_t, DF>(), Bf16BitsWide(v)));
 }
 
 HWY_INLINE VF LoadFull(DF d, const hwy::float16_t* p) {
