@@ -64,7 +64,7 @@ bool LoadBf16Pairs(const uint16_t* in, float* out, size_t n) {
 // (as the gain is), rounded and stored, which puts each back in its own place. False on targets
 // without the path.
 bool StoreZippedBf16(const float* in, uint16_t* out, size_t n) {
-#if HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
+#if RMSNORM_HAVE_BF16_ZIP
   const DF d;
   const size_t N = hn::Lanes(d);
   for (size_t b = 0; b + 2 * N <= n; b += 2 * N) {
@@ -81,7 +81,7 @@ bool StoreZippedBf16(const float* in, uint16_t* out, size_t n) {
 
 // bf16 encodings widened in zipped order and stored back.
 bool RoundTripZippedBf16(const uint16_t* in, uint16_t* out, size_t n) {
-#if HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
+#if RMSNORM_HAVE_BF16_ZIP
   const DF d;
   const size_t N = hn::Lanes(d);
   for (size_t b = 0; b + 2 * N <= n; b += 2 * N) {

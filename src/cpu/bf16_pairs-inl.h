@@ -52,7 +52,8 @@ HWY_INLINE void LoadBf16Pair(DF d, const hwy::bfloat16_t* p, VF* even, VF* odd) 
 }
 
 // The inverse: even's lanes rounded to bf16 at p[0], p[2], ..., odd's at p[1], p[3], ... (see above
-// for NaN: Bf16RoundedBits is also exact for a NaN with a zero low half). Non-temporal when `stream`; p is then aligned to 2N * 2 bytes.
+// for NaN: Bf16RoundedBits is also exact for a NaN with a zero low half). Non-temporal when `stream`;
+// p is then aligned to 2N * 2 bytes.
 HWY_INLINE void StoreBf16Pair(VF even, VF odd, hwy::bfloat16_t* p, bool stream) {
   const DU16Full du16;
   const auto even_bits = hn::ShiftRight<16>(Bf16RoundedBits(even));
@@ -160,14 +161,20 @@ HWY_INLINE size_t ForEachBf16Pair(DF d, const hwy::bfloat16_t* in, hwy::bfloat16
 // `low` holds the block's first half of the 2N columns and `high` its second half. Widening is then
 // one unpack per vector (the bf16 bits land in the upper half, zeros below) and narrowing one signed
 // pack for both (no lane permute); the gain and bias are read in that order with one 128-bit block
-// shuffle per vector. The rounding, NaN test included, is the per-vector path's: the same bits. A
-// 4096-column bf16 output pass: 904 -> 656 ns alone, the whole decode-row call 1.2 -> 0.9 us.
+// shuffle per vector. The rounding, NaN test included, is the per-vector path's: the same bits. One
+// thread, a 1x4096 bf16 forward with a gain: 1.19-1.25 -> 0.85-0.89 us.
 //
 // Only where the order is known and tested: SSSE3/SSE4 (one block) and AVX2 (two); other targets keep
 // the per-vector path.
-constexpr bool kHaveBf16Zip = HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2;
-
+#undef RMSNORM_HAVE_BF16_ZIP
 #if HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
+#define RMSNORM_HAVE_BF16_ZIP 1
+#else
+#define RMSNORM_HAVE_BF16_ZIP 0
+#endif
+constexpr bool kHaveBf16Zip = RMSNORM_HAVE_BF16_ZIP;
+
+#if RMSNORM_HAVE_BF16_ZIP
 // The f32 values p[0, 2N) in zipped order.
 HWY_INLINE void LoadZipped(DF d, const float* p, VF* low, VF* high) {
   const VF first = hn::LoadU(d, p), second = hn::LoadU(d, p + hn::Lanes(d));
@@ -189,8 +196,8 @@ HWY_INLINE void LoadBf16Zipped(DF d, const hwy::bfloat16_t* p, VF* low, VF* high
   *high = hn::BitCast(d, hn::ZipUpper(du, hn::Zero(du16), bits));
 }
 
-// The inverse, rounded to bf16 as Bf16Bits. A NaN is rare: one test for both vectors (an infinity
-// minus another also takes the NaN-aware rounding, which is right for any lane).
+// The inverse, rounded to bf16 as Bf16Bits. A NaN is rare: one test of low + high for both vectors
+// (opposite infinities also take the NaN-aware rounding, which is right for any lane).
 HWY_INLINE void StoreBf16Zipped(DF d, VF low, VF high, hwy::bfloat16_t* p) {
   const hn::Repartition<int16_t, DF> di16;
   auto* bits = reinterpret_cast<int16_t*>(p);
@@ -208,7 +215,7 @@ HWY_INLINE void StoreBf16Zipped(DF d, VF low, VF high, hwy::bfloat16_t* p) {
 template <class Body>
 HWY_INLINE size_t ForEachBf16Zipped(DF d, const hwy::bfloat16_t* in, hwy::bfloat16_t* out, size_t n,
                                     const OutputHints<hwy::bfloat16_t>& hints, const Body& body) {
-#if HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
+#if RMSNORM_HAVE_BF16_ZIP
   const size_t N = hn::Lanes(d);
   const size_t blocks = n / (2 * N);
   auto step = [&](size_t j) RMSNORM_INLINE_LAMBDA {
@@ -232,7 +239,7 @@ HWY_INLINE size_t ForEachBf16Zipped(DF d, const hwy::bfloat16_t* in, hwy::bfloat
 // v * g (+ b) for the low or high half of the 2N columns at j, in zipped order (see ScaleShift).
 template <bool kWeight, bool kBias>
 HWY_INLINE VF ScaleShiftZipped(DF d, VF v, const float* gain, const float* bias, size_t j, bool high) {
-#if HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
+#if RMSNORM_HAVE_BF16_ZIP
   auto half = [&](const float* p) RMSNORM_INLINE_LAMBDA {
     VF low_half, high_half;
     LoadZipped(d, p + j, &low_half, &high_half);
@@ -247,8 +254,9 @@ HWY_INLINE VF ScaleShiftZipped(DF d, VF v, const float* gain, const float* bias,
 }
 
 // A forward's output over columns [0, n) of a row chunk starting at column c0: y = normalize(x) * g
-// (+ b), as ScaleShift; bf16 two vectors at a time where `pairs` allows, the rest per vector. w and b
-// are the chunk's gain and bias (or unused), as the per-vector path reads them.
+// (+ b), as ScaleShift; bf16 two vectors at a time (paired where `pairs` allows, else zipped where the
+// target has it and the row is not streamed), the rest per vector. w and b are the chunk's gain and
+// bias (or unused), as the per-vector path reads them.
 template <bool kWeight, bool kBias, class T, class Normalize>
 HWY_INLINE void ForEachForwardOutput(DF d, const T* in, T* out, size_t n, int64_t c0, const float* w,
                                      const float* b, const PairedParams& pairs, OutputHints<T> hints,
