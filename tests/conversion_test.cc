@@ -316,6 +316,7 @@ TEST(Conversion, Bf16PairsRoundAsTheVectorPath) {
     }
   }
 }
+
 // The zipped path writes exactly what the per-vector path writes, NaNs included, and in the right
 // places: values read in the gain's order land in their own columns, and encodings widened in zipped
 // order come back unchanged (NaNs made quiet).

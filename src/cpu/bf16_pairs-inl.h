@@ -14,8 +14,10 @@
 // already), and every NaN this arithmetic can make has them zero when its operands do: a NaN result is
 // an operand NaN quieted (bit 22) or the default NaN. bf16 inputs widen with a zero low half and the
 // statistics are finite (other rows go to the double path), so the one condition is a finite gain and
-// bias, checked once per call. Calls with a non-finite gain or bias, and the last < 2N columns of a row,
-// use the per-vector path; the bits written are the same either way.
+// bias, checked once per call. Calls without the copy (one row, a non-finite gain or bias, few rows
+// whose copy would leave the cache) take the zipped path below on SSE4 and AVX2, the per-vector path
+// elsewhere; the last < 2N columns of a row take the per-vector path. The bits written are the same
+// on every path.
 
 // Per-target include guard, the Highway way.
 #if defined(RMSNORM_SRC_CPU_BF16_PAIRS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -156,18 +158,19 @@ HWY_INLINE size_t ForEachBf16Pair(DF d, const hwy::bfloat16_t* in, hwy::bfloat16
 
 // ---- Rows without the even/odd copy: zipped blocks -------------------------------------------------
 //
-// A single row, where the copy costs what the row saves, or a call with a non-finite gain or bias,
-// still goes two vectors at a time, in the order x86's 16-bit unpacks and packs use: per 128-bit block,
+// Rows without the even/odd copy (see PairedParams: one row, where the copy costs what the row saves, a
+// non-finite gain or bias, few rows whose copy would leave the cache) still go two vectors at a time,
+// in the order x86's 16-bit unpacks and packs use: per 128-bit block,
 // `low` holds the block's first half of the 2N columns and `high` its second half. Widening is then
 // one unpack per vector (the bf16 bits land in the upper half, zeros below) and narrowing one signed
 // pack for both (no lane permute); the gain and bias are read in that order with one 128-bit block
 // shuffle per vector. The rounding, NaN test included, is the per-vector path's: the same bits. One
 // thread, a 1x4096 bf16 forward with a gain: 1.19-1.25 -> 0.85-0.89 us.
 //
-// Only where the order is known and tested: SSSE3/SSE4 (one block) and AVX2 (two); other targets keep
-// the per-vector path.
+// Only where the order is known and tested: SSE4 (one block) and AVX2 (two; SSSE3 is not built);
+// other targets keep the per-vector path.
 #undef RMSNORM_HAVE_BF16_ZIP
-#if HWY_TARGET == HWY_SSSE3 || HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
 #define RMSNORM_HAVE_BF16_ZIP 1
 #else
 #define RMSNORM_HAVE_BF16_ZIP 0
