@@ -42,7 +42,6 @@ namespace rmsnorm::cpu::HWY_NAMESPACE {
 // A single f32 lane has no halves to pair.
 constexpr bool kHaveBf16Pairs = HWY_TARGET != HWY_SCALAR;
 
-using DU16Full = hn::Repartition<uint16_t, DF>;  // 2N lanes: one full vector of bf16
 
 #if HWY_TARGET != HWY_SCALAR
 // 2N bf16 values at p: the even ones as f32 in *even, the odd ones in *odd. Exact.
@@ -160,21 +159,14 @@ HWY_INLINE size_t ForEachBf16Pair(DF d, const hwy::bfloat16_t* in, hwy::bfloat16
 //
 // Rows without the even/odd copy (see PairedParams: one row, where the copy costs what the row saves, a
 // non-finite gain or bias, few rows whose copy would leave the cache) still go two vectors at a time,
-// in the order x86's 16-bit unpacks and packs use: per 128-bit block,
-// `low` holds the block's first half of the 2N columns and `high` its second half. Widening is then
-// one unpack per vector (the bf16 bits land in the upper half, zeros below) and narrowing one signed
-// pack for both (no lane permute); the gain and bias are read in that order with one 128-bit block
-// shuffle per vector. The rounding, NaN test included, is the per-vector path's: the same bits. One
-// thread, a 1x4096 bf16 forward with a gain: 1.19-1.25 -> 0.85-0.89 us.
-//
-// Only where the order is known and tested: SSE4 (one block) and AVX2 (two; SSSE3 is not built);
+// in zipped order, the order x86's 16-bit unpacks and packs use: per 128-bit block, `low` holds the
+// block's first half of the 2N columns and `high` its second half. Widening is then one unpack per
+// vector (the bf16 bits land in the upper half, zeros below) and narrowing one signed pack for both
+// (no lane permute); the gain and bias are read in that order with one 128-bit block shuffle per
+// vector. The rounding, NaN test included, is the per-vector path's: the same bits. One thread, a
+// 1x4096 bf16 forward with a gain: 1.19-1.25 -> 0.85-0.89 us (0.80 with the reductions' zipped loads,
+// LoadTwoForSum). SSE4 and AVX2 only (see simd-inl.h);
 // other targets keep the per-vector path.
-#undef RMSNORM_HAVE_BF16_ZIP
-#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
-#define RMSNORM_HAVE_BF16_ZIP 1
-#else
-#define RMSNORM_HAVE_BF16_ZIP 0
-#endif
 constexpr bool kHaveBf16Zip = RMSNORM_HAVE_BF16_ZIP;
 
 #if RMSNORM_HAVE_BF16_ZIP
@@ -188,15 +180,6 @@ HWY_INLINE void LoadZipped(DF d, const float* p, VF* low, VF* high) {
     *low = hn::ConcatLowerLower(d, second, first);
     *high = hn::ConcatUpperUpper(d, second, first);
   }
-}
-
-// 2N bf16 values at p as f32 in zipped order. Exact.
-HWY_INLINE void LoadBf16Zipped(DF d, const hwy::bfloat16_t* p, VF* low, VF* high) {
-  const DU16Full du16;
-  const DU32 du;
-  const auto bits = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p));
-  *low = hn::BitCast(d, hn::ZipLower(du, hn::Zero(du16), bits));
-  *high = hn::BitCast(d, hn::ZipUpper(du, hn::Zero(du16), bits));
 }
 
 // The inverse, rounded to bf16 as Bf16Bits. A NaN is rare: one test of low + high for both vectors

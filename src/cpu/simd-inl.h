@@ -82,6 +82,27 @@ HWY_INLINE hn::Vec<DU16> Bf16Bits(DF /* d */, VF v) {
   return hn::BitCast(DU16(), hn::DemoteTo(hn::Rebind<int16_t, DF>(), Bf16BitsWide(v)));
 }
 
+using DU16Full = hn::Repartition<uint16_t, DF>;  // 2N lanes: one full vector of bf16
+
+// Zipped order, x86's 16-bit unpack order: 2N columns as two f32 vectors, `low` holding the first half
+// of every 128-bit block's columns and `high` the second half (see bf16_pairs-inl.h). Only on the
+// targets where that order is known and tested: SSE4 (one block) and AVX2 (two; SSSE3 is not built).
+#undef RMSNORM_HAVE_BF16_ZIP
+#if HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_AVX2
+#define RMSNORM_HAVE_BF16_ZIP 1
+
+// 2N bf16 values at p as f32 in zipped order: one load and an unpack per vector. Exact.
+HWY_INLINE void LoadBf16Zipped(DF d, const hwy::bfloat16_t* p, VF* low, VF* high) {
+  const DU16Full du16;
+  const DU32 du;
+  const auto bits = hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p));
+  *low = hn::BitCast(d, hn::ZipLower(du, hn::Zero(du16), bits));
+  *high = hn::BitCast(d, hn::ZipUpper(du, hn::Zero(du16), bits));
+}
+#else
+#define RMSNORM_HAVE_BF16_ZIP 0
+#endif
+
 HWY_INLINE VF LoadFull(DF d, const hwy::float16_t* p) {
 #if RMSNORM_HAVE_F16C
   const hn::Rebind<hwy::float16_t, DF> dh;
@@ -356,25 +377,36 @@ HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hint
   if (i < n) step(i, n - i, false);
 }
 
+// The 2N values at p as two f32 vectors, each column in one lane of one of them, for sums (which do not
+// care which lane holds which column): a bf16 row in zipped order where the target has it, half the
+// widening work of two LoadFull (an unpack per vector, against a zero-extension and a shift), which
+// bounds a cache-resident bf16 row's reductions; else in column order.
+template <class T>
+HWY_INLINE void LoadTwoForSum(DF d, const T* p, VF* a, VF* b) {
+#if RMSNORM_HAVE_BF16_ZIP
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) return LoadBf16Zipped(d, p, a, b);
+#endif
+  *a = LoadFull(d, p);
+  *b = LoadFull(d, p + hn::Lanes(d));
+}
+
 // ---- Reductions over [0, n), with enough independent accumulators to cover the latency of an FMA at
 // two per cycle (8 chains of 4-cycle latency) --------------------------------------------------------
 
-// sum of step(acc, i, count) updates, where step folds the vector at i into acc.
-template <class Step>
-HWY_INLINE float Reduce1(DF d, size_t n, const Step& step) {
+// sum of step(acc, i, count) updates, where step folds the vector at i into acc; in the unrolled body,
+// step_pair(acc_a, acc_b, i) folds the two full vectors at i and i + N, their columns in any lanes
+// (a sum does not care which lane holds which column, so a bf16 row may load both at once).
+template <class Step, class StepPair>
+HWY_INLINE float Reduce1(DF d, size_t n, const Step& step, const StepPair& step_pair) {
   const size_t N = hn::Lanes(d);
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   VF a4 = hn::Zero(d), a5 = hn::Zero(d), a6 = hn::Zero(d), a7 = hn::Zero(d);
   size_t i = 0;
   for (; i + 8 * N <= n; i += 8 * N) {
-    step(a0, i, N);
-    step(a1, i + N, N);
-    step(a2, i + 2 * N, N);
-    step(a3, i + 3 * N, N);
-    step(a4, i + 4 * N, N);
-    step(a5, i + 5 * N, N);
-    step(a6, i + 6 * N, N);
-    step(a7, i + 7 * N, N);
+    step_pair(a0, a1, i);
+    step_pair(a2, a3, i + 2 * N);
+    step_pair(a4, a5, i + 4 * N);
+    step_pair(a6, a7, i + 6 * N);
   }
   for (; i + N <= n; i += N) step(a0, i, N);
   if (i < n) step(a1, i, n - i);
@@ -382,18 +414,27 @@ HWY_INLINE float Reduce1(DF d, size_t n, const Step& step) {
   return hn::GetLane(hn::SumOfLanes(d, sum));
 }
 
-// Two sums at once: step(acc_a, acc_b, i, count).
 template <class Step>
-HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, float* sum_a, float* sum_b) {
+HWY_INLINE float Reduce1(DF d, size_t n, const Step& step) {
+  const size_t N = hn::Lanes(d);
+  return Reduce1(d, n, step, [&](VF& acc_a, VF& acc_b, size_t i) RMSNORM_INLINE_LAMBDA {
+    step(acc_a, i, N);
+    step(acc_b, i + N, N);
+  });
+}
+
+// Two sums at once: step(acc_a, acc_b, i, count); in the unrolled body, step_pair(acc_a0, acc_b0,
+// acc_a1, acc_b1, i) folds the full vectors at i (into the first two) and i + N (into the others),
+// their columns in any lanes, as for Reduce1.
+template <class Step, class StepPair>
+HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, const StepPair& step_pair, float* sum_a, float* sum_b) {
   const size_t N = hn::Lanes(d);
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   VF b0 = hn::Zero(d), b1 = hn::Zero(d), b2 = hn::Zero(d), b3 = hn::Zero(d);
   size_t i = 0;
   for (; i + 4 * N <= n; i += 4 * N) {
-    step(a0, b0, i, N);
-    step(a1, b1, i + N, N);
-    step(a2, b2, i + 2 * N, N);
-    step(a3, b3, i + 3 * N, N);
+    step_pair(a0, b0, a1, b1, i);
+    step_pair(a2, b2, a3, b3, i + 2 * N);
   }
   for (; i + N <= n; i += N) step(a0, b0, i, N);
   if (i < n) step(a1, b1, i, n - i);
@@ -401,12 +442,22 @@ HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, float* sum_a, float* s
   *sum_b = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(b0, b1), hn::Add(b2, b3))));
 }
 
+template <class Step>
+HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, float* sum_a, float* sum_b) {
+  const size_t N = hn::Lanes(d);
+  const auto step_pair = [&](VF& acc_a0, VF& acc_b0, VF& acc_a1, VF& acc_b1, size_t i) RMSNORM_INLINE_LAMBDA {
+    step(acc_a0, acc_b0, i, N);
+    step(acc_a1, acc_b1, i + N, N);
+  };
+  Reduce2(d, n, step, step_pair, sum_a, sum_b);
+}
+
 // sum of x_i^2 over [0, n). x[n, available) may be read and is ignored, so a range ending inside a
 // vector (pRMSNorm's k) takes a full, masked load rather than the partial-vector path.
 template <class T>
 HWY_INLINE float SumSquares(const T* x, size_t n, size_t available) {
   const DF d;
-  return Reduce1(d, n, [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+  const auto step = [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
     VF v;
     if (count == hn::Lanes(d)) {
       v = LoadFull(d, x + i);
@@ -416,6 +467,12 @@ HWY_INLINE float SumSquares(const T* x, size_t n, size_t available) {
       v = Load(d, x + i, count);
     }
     acc = hn::MulAdd(v, v, acc);
+  };
+  return Reduce1(d, n, step, [&](VF& acc_a, VF& acc_b, size_t i) RMSNORM_INLINE_LAMBDA {
+    VF a, b;
+    LoadTwoForSum(d, x + i, &a, &b);
+    acc_a = hn::MulAdd(a, a, acc_a);
+    acc_b = hn::MulAdd(b, b, acc_b);
   });
 }
 
@@ -432,17 +489,33 @@ HWY_INLINE VF BelowLimit(DF d, VF c, size_t i, size_t limit) {
 template <class T>
 HWY_INLINE Moments ChunkMoments(const T* x, size_t n) {
   const DF d;
-  const float sum = Reduce1(d, n, [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA { acc = hn::Add(acc, Load(d, x + i, count)); });
+  const float sum = Reduce1(
+      d, n, [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA { acc = hn::Add(acc, Load(d, x + i, count)); },
+      [&](VF& acc_a, VF& acc_b, size_t i) RMSNORM_INLINE_LAMBDA {
+        VF a, b;
+        LoadTwoForSum(d, x + i, &a, &b);
+        acc_a = hn::Add(acc_a, a);
+        acc_b = hn::Add(acc_b, b);
+      });
   const float estimate = static_cast<float>(double(sum) / double(n));
   const VF m = hn::Set(d, estimate);
+  const auto fold = [&](VF& acc_d, VF& acc_d2, VF deviation) RMSNORM_INLINE_LAMBDA {
+    acc_d = hn::Add(acc_d, deviation);
+    acc_d2 = hn::MulAdd(deviation, deviation, acc_d2);
+  };
   float sum_d, sum_d2;
   Reduce2(
       d, n,
       [&](VF& acc_d, VF& acc_d2, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
         VF deviation = hn::Sub(Load(d, x + i, count), m);
         if (count != hn::Lanes(d)) deviation = hn::IfThenElseZero(hn::FirstN(d, count), deviation);
-        acc_d = hn::Add(acc_d, deviation);
-        acc_d2 = hn::MulAdd(deviation, deviation, acc_d2);
+        fold(acc_d, acc_d2, deviation);
+      },
+      [&](VF& acc_d0, VF& acc_d20, VF& acc_d1, VF& acc_d21, size_t i) RMSNORM_INLINE_LAMBDA {
+        VF a, b;
+        LoadTwoForSum(d, x + i, &a, &b);
+        fold(acc_d0, acc_d20, hn::Sub(a, m));
+        fold(acc_d1, acc_d21, hn::Sub(b, m));
       },
       &sum_d, &sum_d2);
   Moments moments;
