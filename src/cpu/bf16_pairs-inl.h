@@ -42,7 +42,6 @@ namespace rmsnorm::cpu::HWY_NAMESPACE {
 // A single f32 lane has no halves to pair.
 constexpr bool kHaveBf16Pairs = HWY_TARGET != HWY_SCALAR;
 
-
 #if HWY_TARGET != HWY_SCALAR
 // 2N bf16 values at p: the even ones as f32 in *even, the odd ones in *odd. Exact.
 HWY_INLINE void LoadBf16Pair(DF d, const hwy::bfloat16_t* p, VF* even, VF* odd) {

@@ -394,8 +394,9 @@ HWY_INLINE void LoadTwoForSum(DF d, const T* p, VF* a, VF* b) {
 // two per cycle (8 chains of 4-cycle latency) --------------------------------------------------------
 
 // sum of step(acc, i, count) updates, where step folds the vector at i into acc; in the unrolled body,
-// step_pair(acc_a, acc_b, i) folds the two full vectors at i and i + N, their columns in any lanes
-// (a sum does not care which lane holds which column, so a bf16 row may load both at once).
+// step_pair(acc_a, acc_b, i) folds the 2N columns [i, i + 2N), each exactly once, into either
+// accumulator in any lane (a sum does not care which lane holds which column, so a bf16 row may load
+// both vectors at once, see LoadTwoForSum).
 template <class Step, class StepPair>
 HWY_INLINE float Reduce1(DF d, size_t n, const Step& step, const StepPair& step_pair) {
   const size_t N = hn::Lanes(d);
@@ -424,8 +425,8 @@ HWY_INLINE float Reduce1(DF d, size_t n, const Step& step) {
 }
 
 // Two sums at once: step(acc_a, acc_b, i, count); in the unrolled body, step_pair(acc_a0, acc_b0,
-// acc_a1, acc_b1, i) folds the full vectors at i (into the first two) and i + N (into the others),
-// their columns in any lanes, as for Reduce1.
+// acc_a1, acc_b1, i) folds the 2N columns [i, i + 2N), each exactly once, into the two pairs of
+// accumulators in any lane, as for Reduce1.
 template <class Step, class StepPair>
 HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, const StepPair& step_pair, float* sum_a, float* sum_b) {
   const size_t N = hn::Lanes(d);
