@@ -164,8 +164,7 @@ HWY_INLINE size_t ForEachBf16Pair(DF d, const hwy::bfloat16_t* in, hwy::bfloat16
 // (no lane permute); the gain and bias are read in that order with one 128-bit block shuffle per
 // vector. The rounding, NaN test included, is the per-vector path's: the same bits. One thread, a
 // 1x4096 bf16 forward with a gain: 1.19-1.25 -> 0.85-0.89 us (0.80 with the reductions' zipped loads,
-// LoadTwoForSum). SSE4 and AVX2 only (see simd-inl.h);
-// other targets keep the per-vector path.
+// LoadTwoForSum). SSE4 and AVX2 only (see simd-inl.h); other targets keep the per-vector path.
 constexpr bool kHaveBf16Zip = RMSNORM_HAVE_BF16_ZIP;
 
 #if RMSNORM_HAVE_BF16_ZIP
