@@ -28,6 +28,14 @@ void LoadFrom(const uint16_t* in, float* out, size_t n) {
   });
 }
 
+// fn(b, N) for the first column b of every whole 2N-block of n columns, N = Lanes(DF()): the two-vector
+// bf16 paths below work on such blocks only.
+template <class Fn>
+void ForEachWholeBlock(size_t n, const Fn& fn) {
+  const size_t N = hn::Lanes(DF());
+  for (size_t b = 0; b + 2 * N <= n; b += 2 * N) fn(b, N);
+}
+
 // The paired bf16 path (bf16_pairs-inl.h) over whole 2N-blocks of n: in[b + l] goes to out[b + 2l] and
 // in[b + N + l] to out[b + 2l + 1] when storing, and back when loading. False on targets without it.
 bool StoreBf16Pairs(const float* in, uint16_t* out, size_t n) {
@@ -36,9 +44,9 @@ bool StoreBf16Pairs(const float* in, uint16_t* out, size_t n) {
   return false;
 #else
   const DF d;
-  const size_t N = hn::Lanes(d);
-  for (size_t b = 0; b + 2 * N <= n; b += 2 * N)
+  ForEachWholeBlock(n, [&](size_t b, size_t N) {
     StoreBf16Pair(hn::LoadU(d, in + b), hn::LoadU(d, in + b + N), reinterpret_cast<hwy::bfloat16_t*>(out) + b, false);
+  });
   return true;
 #endif
 }
@@ -49,13 +57,12 @@ bool LoadBf16Pairs(const uint16_t* in, float* out, size_t n) {
   return false;
 #else
   const DF d;
-  const size_t N = hn::Lanes(d);
-  for (size_t b = 0; b + 2 * N <= n; b += 2 * N) {
+  ForEachWholeBlock(n, [&](size_t b, size_t N) {
     VF even, odd;
     LoadBf16Pair(d, reinterpret_cast<const hwy::bfloat16_t*>(in) + b, &even, &odd);
     hn::StoreU(even, d, out + b);
     hn::StoreU(odd, d, out + b + N);
-  }
+  });
   return true;
 #endif
 }
@@ -66,12 +73,11 @@ bool LoadBf16Pairs(const uint16_t* in, float* out, size_t n) {
 bool StoreZippedBf16(const float* in, uint16_t* out, size_t n) {
 #if RMSNORM_HAVE_BF16_ZIP
   const DF d;
-  const size_t N = hn::Lanes(d);
-  for (size_t b = 0; b + 2 * N <= n; b += 2 * N) {
+  ForEachWholeBlock(n, [&](size_t b, size_t) {
     VF low, high;
     LoadZipped(d, in + b, &low, &high);
     StoreBf16Zipped(d, low, high, reinterpret_cast<hwy::bfloat16_t*>(out) + b);
-  }
+  });
   return true;
 #else
   (void)in, (void)out, (void)n;
@@ -83,12 +89,11 @@ bool StoreZippedBf16(const float* in, uint16_t* out, size_t n) {
 bool RoundTripZippedBf16(const uint16_t* in, uint16_t* out, size_t n) {
 #if RMSNORM_HAVE_BF16_ZIP
   const DF d;
-  const size_t N = hn::Lanes(d);
-  for (size_t b = 0; b + 2 * N <= n; b += 2 * N) {
+  ForEachWholeBlock(n, [&](size_t b, size_t) {
     VF low, high;
     LoadBf16Zipped(d, reinterpret_cast<const hwy::bfloat16_t*>(in) + b, &low, &high);
     StoreBf16Zipped(d, low, high, reinterpret_cast<hwy::bfloat16_t*>(out) + b);
-  }
+  });
   return true;
 #else
   (void)in, (void)out, (void)n;
