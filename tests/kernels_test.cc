@@ -177,6 +177,15 @@ Inputs RowAlone(const Case& c, const Inputs& in, int64_t row) {
   return one;
 }
 
+// Row `row` of a (rows, cols) tensor against a one-row tensor: the same bytes (NaN encodings too).
+::testing::AssertionResult SameRowBytes(const RowTensor& all, int64_t rows, int64_t row, const RowTensor& alone) {
+  const size_t row_bytes = all.bytes() / size_t(rows);
+  const auto* got = static_cast<const uint8_t*>(all.data()) + size_t(row) * row_bytes;
+  if (alone.bytes() == row_bytes && std::memcmp(got, alone.data(), row_bytes) == 0)
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "row " << row << " differs from the row alone";
+}
+
 // A row of a many-row call is bit for bit that row called alone: calls of one row and of many take
 // different paths (bf16 outputs of many rows are written two vectors at a time), which must agree,
 // NaN and infinity included. Gains with a NaN, an infinity or huge values exercise each side of the
@@ -209,12 +218,42 @@ TEST(Kernels, EachRowAsIfAlone) {
             one_row.rows = 1;
             for (int64_t row = 0; row < c.rows; ++row) {
               const Outputs alone = RunForward(one_row, RowAlone(c, in, row), RMSNORM_BACKEND_AUTO);
-              const size_t row_bytes = all.y.bytes() / size_t(c.rows);
-              const auto* got = static_cast<const uint8_t*>(all.y.data()) + size_t(row) * row_bytes;
-              ASSERT_EQ(0, std::memcmp(got, alone.y.data(), row_bytes)) << "row " << row;  // NaN encodings too
+              ASSERT_TRUE(SameRowBytes(all.y, c.rows, row, alone.y));
               ASSERT_EQ(std::isnan(all.rstd[size_t(row)]), std::isnan(alone.rstd[0]));
               if (!std::isnan(alone.rstd[0])) ASSERT_EQ(alone.rstd[0], all.rstd[size_t(row)]) << "row " << row;
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Narrow rows run in groups (every row's reductions, then every row's outputs): rows in full and
+// partial groups (19 rows: groups of 8, 8 and 3, or of 4) are bit for bit the same rows alone, forward
+// and backward. (dweight and dbias sum over rows: checked against the reference elsewhere.)
+TEST(Kernels, GroupedRowsAsIfAlone) {
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    for (Op op : {Op::kRms, Op::kL2, Op::kLayer, Op::kAddRms}) {
+      for (rmsnorm_dtype dtype : kDtypes) {
+        for (int64_t cols : {3, 100, 256}) {
+          const Case c = WithBiasAndHalfK(op, dtype, 19, cols);
+          Inputs in = MakeInputs(c);
+          in.x.set(5 * c.cols, std::numeric_limits<double>::quiet_NaN());  // a rare row inside a group
+          SCOPED_TRACE(c.Name() + " on " + TargetName(target));
+          const Outputs forward = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+          const Outputs backward = RunBackward(c, in, &forward, RMSNORM_BACKEND_AUTO);
+          Case one_row = c;
+          one_row.rows = 1;
+          for (int64_t row = 0; row < c.rows; ++row) {
+            const Inputs row_in = RowAlone(c, in, row);
+            const Outputs forward_alone = RunForward(one_row, row_in, RMSNORM_BACKEND_AUTO);
+            const Outputs backward_alone = RunBackward(one_row, row_in, &forward_alone, RMSNORM_BACKEND_AUTO);
+            ASSERT_TRUE(SameRowBytes(forward.y, c.rows, row, forward_alone.y));
+            ASSERT_TRUE(SameRowBytes(backward.dx, c.rows, row, backward_alone.dx));
+            const float rstd = forward.rstd[size_t(row)], rstd_alone = forward_alone.rstd[0];
+            ASSERT_TRUE(rstd == rstd_alone || (std::isnan(rstd) && std::isnan(rstd_alone))) << "row " << row;
           }
         }
       }
