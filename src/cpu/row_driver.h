@@ -35,7 +35,7 @@ constexpr int64_t kMinPartialRows = 8;
 // Cache-resident rows of at most kMaxGroupedRowBytes run in groups of up to kMaxGroupRows holding at
 // most kGroupBytes of each row tensor, so a group's inputs stay in L1 from its reductions to its
 // outputs (see RunRowGroup). Rows of 512 f32 measured slower in groups; rows streaming from memory are
-// bound by it and keep their next-row prefetches, which assume one row at a time.
+// memory-bound and keep their next-row prefetches, which assume one row at a time.
 constexpr int64_t kMaxGroupedRowBytes = 1024;
 constexpr int64_t kMaxGroupRows = 8;
 constexpr int64_t kGroupBytes = 4096;
@@ -182,7 +182,7 @@ class EffectiveGain {
   const float* data_;
 };
 
-// Rows [first, first + count) of one block, count <= kRows, on the non-split path: each phase's
+// Rows [first, first + rows) of one block, rows <= kRows, on the non-split path: each phase's
 // reductions of every row, then their finishes, and then their outputs, in row order. A narrow row's
 // statistic ends in a chain of dependent latencies (the lanes' sum, the fold, a divide and a square
 // root) longer than its vector work; a group lets the core overlap one row's chain with the next rows'
