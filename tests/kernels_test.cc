@@ -186,10 +186,13 @@ Inputs RowAlone(const Case& c, const Inputs& in, int64_t row) {
   return ::testing::AssertionFailure() << "row " << row << " differs from the row alone";
 }
 
-// A row of a many-row call is bit for bit that row called alone: calls of one row and of many take
-// different paths (bf16 outputs of many rows are written two vectors at a time), which must agree,
-// NaN and infinity included. Gains with a NaN, an infinity or huge values exercise each side of the
-// paired path's condition.
+// A row of a many-row call is bit for bit that row called alone, forward (y, rstd) and backward (dx):
+// calls of one row and of many take different paths, which must agree, NaN and infinity included. bf16
+// outputs of many rows are written two vectors at a time; narrow rows run in groups (every row's
+// reductions, then every row's outputs), and 19 rows make full and partial groups (of 8, 8 and 3, or of
+// 4 at 256 f32 columns; 1000 f32 columns run singly). Gains with a NaN, an infinity or huge values
+// exercise each side of the paired path's condition. (dweight and dbias sum over rows: checked against
+// the reference elsewhere.)
 TEST(Kernels, EachRowAsIfAlone) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   enum class Gain { kOrdinary, kHuge, kNaN, kInfinite };
@@ -197,9 +200,9 @@ TEST(Kernels, EachRowAsIfAlone) {
     ScopedTarget scoped(target);
     for (Op op : {Op::kRms, Op::kL2, Op::kLayer, Op::kAddRms}) {
       for (rmsnorm_dtype dtype : kDtypes) {
-        for (int64_t cols : {7, 64, 100, 1000}) {
+        for (int64_t cols : {3, 7, 64, 100, 256, 1000}) {
           for (Gain gain : {Gain::kOrdinary, Gain::kHuge, Gain::kNaN, Gain::kInfinite}) {
-            const Case c = WithBiasAndHalfK(op, dtype, 5, cols);
+            const Case c = WithBiasAndHalfK(op, dtype, 19, cols);
             Inputs in = MakeInputs(c);
             if (op == Op::kAddRms) in.residual = RowTensor(dtype, c.rows, c.cols);
             // Row 1: NaN and infinity past pRMSNorm's k; row 3: a NaN inside it.
@@ -214,46 +217,18 @@ TEST(Kernels, EachRowAsIfAlone) {
             if (gain == Gain::kInfinite) in.bias[0] = float(inf);
             SCOPED_TRACE(c.Name() + " on " + TargetName(target) + " gain case " + std::to_string(int(gain)));
             const Outputs all = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+            const Outputs all_backward = RunBackward(c, in, &all, RMSNORM_BACKEND_AUTO);
             Case one_row = c;
             one_row.rows = 1;
             for (int64_t row = 0; row < c.rows; ++row) {
-              const Outputs alone = RunForward(one_row, RowAlone(c, in, row), RMSNORM_BACKEND_AUTO);
+              const Inputs row_in = RowAlone(c, in, row);
+              const Outputs alone = RunForward(one_row, row_in, RMSNORM_BACKEND_AUTO);
+              const Outputs alone_backward = RunBackward(one_row, row_in, &alone, RMSNORM_BACKEND_AUTO);
               ASSERT_TRUE(SameRowBytes(all.y, c.rows, row, alone.y));
               ASSERT_EQ(std::isnan(all.rstd[size_t(row)]), std::isnan(alone.rstd[0]));
               if (!std::isnan(alone.rstd[0])) ASSERT_EQ(alone.rstd[0], all.rstd[size_t(row)]) << "row " << row;
+              ASSERT_TRUE(SameRowBytes(all_backward.dx, c.rows, row, alone_backward.dx));
             }
-          }
-        }
-      }
-    }
-  }
-}
-
-// Narrow rows run in groups (every row's reductions, then every row's outputs): rows in full and
-// partial groups (19 rows: groups of 8, 8 and 3, or of 4) are bit for bit the same rows alone, forward
-// and backward. (dweight and dbias sum over rows: checked against the reference elsewhere.)
-TEST(Kernels, GroupedRowsAsIfAlone) {
-  for (int64_t target : AvailableTargets()) {
-    ScopedTarget scoped(target);
-    for (Op op : {Op::kRms, Op::kL2, Op::kLayer, Op::kAddRms}) {
-      for (rmsnorm_dtype dtype : kDtypes) {
-        for (int64_t cols : {3, 100, 256}) {
-          const Case c = WithBiasAndHalfK(op, dtype, 19, cols);
-          Inputs in = MakeInputs(c);
-          in.x.set(5 * c.cols, std::numeric_limits<double>::quiet_NaN());  // a rare row inside a group
-          SCOPED_TRACE(c.Name() + " on " + TargetName(target));
-          const Outputs forward = RunForward(c, in, RMSNORM_BACKEND_AUTO);
-          const Outputs backward = RunBackward(c, in, &forward, RMSNORM_BACKEND_AUTO);
-          Case one_row = c;
-          one_row.rows = 1;
-          for (int64_t row = 0; row < c.rows; ++row) {
-            const Inputs row_in = RowAlone(c, in, row);
-            const Outputs forward_alone = RunForward(one_row, row_in, RMSNORM_BACKEND_AUTO);
-            const Outputs backward_alone = RunBackward(one_row, row_in, &forward_alone, RMSNORM_BACKEND_AUTO);
-            ASSERT_TRUE(SameRowBytes(forward.y, c.rows, row, forward_alone.y));
-            ASSERT_TRUE(SameRowBytes(backward.dx, c.rows, row, backward_alone.dx));
-            const float rstd = forward.rstd[size_t(row)], rstd_alone = forward_alone.rstd[0];
-            ASSERT_TRUE(rstd == rstd_alone || (std::isnan(rstd) && std::isnan(rstd_alone))) << "row " << row;
           }
         }
       }
