@@ -35,15 +35,42 @@ HWY_INLINE void StoreF32(DF, VF v, hwy::float16_t* p) {
   hn::StoreU(hn::DemoteTo(dh, v), dh, p);
 }
 
+// The bodies handed to FullVectors must inline into it (a call per vector would be the bottleneck).
+#ifndef STREAM_INLINE_LAMBDA
+#if defined(__GNUC__)
+#define STREAM_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define STREAM_INLINE_LAMBDA
+#endif
+#endif
+
+// body(i) for every full vector [i, i + N) of [0, n), four per iteration; returns where the full
+// vectors end. Four, because a loop of one vector per iteration runs at the speed of its placement:
+// on Zen 3, one that straddles a 64-byte line of code stores every other cycle, and a 4096-float copy
+// took 330 ns instead of 165 in this tool. The reference must be the limit wherever the linker puts it.
+template <class Body>
+HWY_INLINE size_t FullVectors(DF d, size_t n, const Body& body) {
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    body(i);
+    body(i + N);
+    body(i + 2 * N);
+    body(i + 3 * N);
+  }
+  for (; i + N <= n; i += N) body(i);
+  return i;
+}
+
 // Each loop runs full vectors, then passes a last partial vector through zero-padded copies so that
 // nothing outside [0, n) is touched.
 template <class T>
 void ScaleRange(const T* a, T* p, size_t n, float s) {
   const DF d;
-  const size_t N = hn::Lanes(d);
   const VF vs = hn::Set(d, s);
-  size_t i = 0;
-  for (; i + N <= n; i += N) StoreF32(d, hn::Mul(LoadF32(d, a + i), vs), p + i);
+  const size_t i = FullVectors(d, n, [&](size_t j) STREAM_INLINE_LAMBDA {
+    StoreF32(d, hn::Mul(LoadF32(d, a + j), vs), p + j);
+  });
   if (i == n) return;
   HWY_ALIGN T in[hn::MaxLanes(d)] = {};
   HWY_ALIGN T out[hn::MaxLanes(d)];
@@ -55,10 +82,10 @@ void ScaleRange(const T* a, T* p, size_t n, float s) {
 template <class T>
 void TriadRange(const T* a, const T* b, T* p, size_t n, float s) {
   const DF d;
-  const size_t N = hn::Lanes(d);
   const VF vs = hn::Set(d, s);
-  size_t i = 0;
-  for (; i + N <= n; i += N) StoreF32(d, hn::MulAdd(LoadF32(d, b + i), vs, LoadF32(d, a + i)), p + i);
+  const size_t i = FullVectors(d, n, [&](size_t j) STREAM_INLINE_LAMBDA {
+    StoreF32(d, hn::MulAdd(LoadF32(d, b + j), vs, LoadF32(d, a + j)), p + j);
+  });
   if (i == n) return;
   HWY_ALIGN T in_a[hn::MaxLanes(d)] = {};
   HWY_ALIGN T in_b[hn::MaxLanes(d)] = {};
@@ -72,14 +99,12 @@ void TriadRange(const T* a, const T* b, T* p, size_t n, float s) {
 template <class T>
 void AddScaleRange(const T* a, const T* b, T* p, T* q, size_t n, float s) {
   const DF d;
-  const size_t N = hn::Lanes(d);
   const VF vs = hn::Set(d, s);
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    const VF sum = hn::Add(LoadF32(d, a + i), LoadF32(d, b + i));
-    StoreF32(d, sum, q + i);
-    StoreF32(d, hn::Mul(sum, vs), p + i);
-  }
+  const size_t i = FullVectors(d, n, [&](size_t j) STREAM_INLINE_LAMBDA {
+    const VF sum = hn::Add(LoadF32(d, a + j), LoadF32(d, b + j));
+    StoreF32(d, sum, q + j);
+    StoreF32(d, hn::Mul(sum, vs), p + j);
+  });
   if (i == n) return;
   HWY_ALIGN T in_a[hn::MaxLanes(d)] = {};
   HWY_ALIGN T in_b[hn::MaxLanes(d)] = {};
