@@ -1,4 +1,7 @@
 // Turning run-time choices (storage type, optional tensors) into template arguments, once per call.
+// The dispatchers and the lambdas given to them (RMSNORM_INLINE_LAMBDA) inline into one function per
+// call site: a decode row's whole call is a few hundred nanoseconds, and a frame per choice cost it
+// some 65 instructions.
 #ifndef RMSNORM_SRC_CPU_DISPATCH_H_
 #define RMSNORM_SRC_CPU_DISPATCH_H_
 
@@ -7,11 +10,18 @@
 #include "hwy/base.h"
 #include "rmsnorm/rmsnorm.h"
 
+// A lambda that must inline into its caller, which GCC's size heuristics may otherwise decline.
+#if defined(__GNUC__)
+#define RMSNORM_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define RMSNORM_INLINE_LAMBDA
+#endif
+
 namespace rmsnorm::cpu {
 
 // fn(T{}) with T the kernels' storage type for dtype.
 template <class Fn>
-void WithStorage(rmsnorm_dtype dtype, const Fn& fn) {
+HWY_INLINE void WithStorage(rmsnorm_dtype dtype, const Fn& fn) {
   switch (dtype) {
     case RMSNORM_F32: return fn(float{});
     case RMSNORM_BF16: return fn(hwy::bfloat16_t{});
@@ -21,7 +31,7 @@ void WithStorage(rmsnorm_dtype dtype, const Fn& fn) {
 
 // fn(std::true_type{}) or fn(std::false_type{}).
 template <class Fn>
-void WithFlag(bool flag, const Fn& fn) {
+HWY_INLINE void WithFlag(bool flag, const Fn& fn) {
   if (flag) return fn(std::true_type{});
   return fn(std::false_type{});
 }

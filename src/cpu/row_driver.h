@@ -292,9 +292,9 @@ void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
   const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
   const RowPlan plan = MakePlan(p, tensors);
   const int64_t bytes = tensors * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
-  WithStorage(p.dtype, [&](auto t) {
-    WithFlag(a.weight != nullptr, [&](auto weight) {
-      WithFlag(a.bias != nullptr, [&](auto bias) {
+  WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
+    WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
+      WithFlag(a.bias != nullptr, [&](auto bias) RMSNORM_INLINE_LAMBDA {
         const Kernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, a, gain.data());
         RunRows(plan, bytes, kernel, nullptr);
       });
@@ -309,10 +309,10 @@ void RunBackward(const Problem& p, const BackwardArgs& a) {
   const RowPlan plan = MakePlan(p, 3, a.dweight != nullptr || a.dbias != nullptr);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
-  WithStorage(p.dtype, [&](auto t) {
-    WithFlag(a.weight != nullptr, [&](auto weight) {
-      WithFlag(a.dweight != nullptr, [&](auto dweight) {
-        WithFlag(a.dbias != nullptr, [&](auto dbias) {
+  WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
+    WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
+      WithFlag(a.dweight != nullptr, [&](auto dweight) RMSNORM_INLINE_LAMBDA {
+        WithFlag(a.dbias != nullptr, [&](auto dbias) RMSNORM_INLINE_LAMBDA {
           const Kernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value> kernel(
               p, plan, a, gain.data());
           RunRows(plan, bytes, kernel, &grads);

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "cpu/dispatch.h"
 #include "cpu/moments.h"
 #include "hwy/highway.h"
 
@@ -265,13 +266,9 @@ HWY_INLINE void Store(DF d, VF v, T* p, size_t count) {
 #endif
 }
 
-// The per-vector lambdas handed to the loops below must inline into them: a call per vector costs more
-// than the vector's work, and GCC's size heuristics otherwise decline for the bf16/f16 bodies.
-#if defined(__GNUC__)
-#define RMSNORM_INLINE_LAMBDA __attribute__((always_inline))
-#else
-#define RMSNORM_INLINE_LAMBDA
-#endif
+// The per-vector lambdas handed to the loops below must inline into them (RMSNORM_INLINE_LAMBDA): a call
+// per vector costs more than the vector's work, and GCC's size heuristics otherwise decline for the
+// bf16/f16 bodies.
 
 // Calls body(i, count) for i = 0, N, 2N, ... over [0, n): count is N = Lanes(d) except for a last,
 // partial vector (0 < count < N). Unrolled by two, for the loop overhead; elementwise results do not
