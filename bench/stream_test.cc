@@ -1,0 +1,124 @@
+// The stream loops are the limit every case is measured against, so they must move exactly the bytes
+// they claim: every element of [0, n) written with the loop's value, nothing outside touched, in
+// every dtype, on one thread and on a team, for lengths that end anywhere in the unrolled body.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rmsnorm/rmsnorm.hpp"
+#include "stream.h"
+
+namespace rmsnorm_bench {
+namespace {
+
+constexpr float kScalar = 0.5f;     // the loops' s (stream.cc)
+constexpr float kSentinel = 99.0f;  // exact in every dtype
+constexpr size_t kPad = 64;         // elements before and after each array
+
+// An array of n elements of a dtype with kPad elements of sentinel on each side.
+class Padded {
+ public:
+  Padded(rmsnorm_dtype dtype, size_t n) : dtype_(dtype), n_(n), bytes_((n + 2 * kPad) * Size()) {
+    for (size_t i = 0; i < n + 2 * kPad; ++i) SetRaw(i, kSentinel);
+  }
+  void* data() { return bytes_.data() + kPad * Size(); }
+  float get(size_t i) const { return GetRaw(i + kPad); }
+  void set(size_t i, float v) { SetRaw(i + kPad, v); }
+  bool PadsIntact() const {
+    for (size_t i = 0; i < kPad; ++i)
+      if (GetRaw(i) != kSentinel || GetRaw(kPad + n_ + i) != kSentinel) return false;
+    return true;
+  }
+
+ private:
+  size_t Size() const { return dtype_ == RMSNORM_F32 ? 4 : 2; }
+  float GetRaw(size_t i) const {
+    const uint8_t* p = bytes_.data() + i * Size();
+    if (dtype_ == RMSNORM_F32) {
+      float v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    uint16_t bits;
+    std::memcpy(&bits, p, 2);
+    return dtype_ == RMSNORM_BF16 ? float(rmsnorm::bf16::from_bits(bits)) : float(rmsnorm::f16::from_bits(bits));
+  }
+  void SetRaw(size_t i, float v) {
+    uint8_t* p = bytes_.data() + i * Size();
+    if (dtype_ == RMSNORM_F32) return void(std::memcpy(p, &v, 4));
+    const uint16_t bits = dtype_ == RMSNORM_BF16 ? rmsnorm::bf16(v).bits : rmsnorm::f16(v).bits;
+    std::memcpy(p, &bits, 2);
+  }
+
+  rmsnorm_dtype dtype_;
+  size_t n_;
+  std::vector<uint8_t> bytes_;
+};
+
+// Quarters in [-1, 1] and [-2, 2]: every sum, half and product below is exact in every dtype, so the
+// loops' results compare exactly whatever rounding their narrowing uses.
+float InputA(size_t i) { return float(int(i % 9) - 4) * 0.25f; }
+float InputB(size_t i) { return float(int(i % 17) - 8) * 0.25f; }
+
+struct Expected {
+  float p;
+  float q;  // only for the loops that write q
+};
+
+Expected Reference(StreamLoop loop, float a, float b) {
+  switch (loop) {
+    case StreamLoop::kScale: return {kScalar * a, 0};
+    case StreamLoop::kTriad: return {a + kScalar * b, 0};
+    case StreamLoop::kAddScale: return {kScalar * (a + b), a + b};
+    case StreamLoop::kScaleThenTriad: return {b + kScalar * a, kScalar * a};
+  }
+  return {0, 0};
+}
+
+bool WritesQ(StreamLoop loop) { return loop == StreamLoop::kAddScale || loop == StreamLoop::kScaleThenTriad; }
+
+TEST(StreamLoops, WriteExactlyTheirRange) {
+  const StreamLoop loops[] = {StreamLoop::kScale, StreamLoop::kTriad, StreamLoop::kAddScale,
+                              StreamLoop::kScaleThenTriad};
+  const rmsnorm_dtype dtypes[] = {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16};
+  std::vector<size_t> lengths;
+  for (size_t n = 0; n <= 70; ++n) lengths.push_back(n);
+  lengths.insert(lengths.end(), {127, 128, 129, 4096, 4096 + 13});
+  for (StreamLoop loop : loops) {
+    for (rmsnorm_dtype dtype : dtypes) {
+      for (size_t n : lengths) {
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(std::string(StreamLoopName(loop)) + " dtype " + std::to_string(int(dtype)) + " n " +
+                       std::to_string(n) + " threads " + std::to_string(threads));
+          Padded a(dtype, n), b(dtype, n), p(dtype, n), q(dtype, n);
+          for (size_t i = 0; i < n; ++i) {
+            a.set(i, InputA(i));
+            b.set(i, InputB(i));
+          }
+          StreamOperands operands;
+          operands.a = a.data();
+          operands.b = b.data();
+          operands.p = p.data();
+          operands.q = q.data();
+          RunStream(loop, dtype, n, threads, operands);
+          for (size_t i = 0; i < n; ++i) {
+            const Expected e = Reference(loop, InputA(i), InputB(i));
+            ASSERT_EQ(p.get(i), e.p) << "p[" << i << "]";
+            if (WritesQ(loop)) ASSERT_EQ(q.get(i), e.q) << "q[" << i << "]";
+          }
+          EXPECT_TRUE(p.PadsIntact());
+          EXPECT_TRUE(q.PadsIntact());
+          if (!WritesQ(loop))
+            for (size_t i = 0; i < n; ++i) ASSERT_EQ(q.get(i), kSentinel) << "q[" << i << "] written";
+          EXPECT_TRUE(a.PadsIntact() && b.PadsIntact());
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rmsnorm_bench
