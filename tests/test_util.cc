@@ -3,6 +3,7 @@
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -321,7 +322,14 @@ Tolerances BackwardTolerances(const Case& c, const Inputs& in, const Outputs& re
 
 std::vector<int64_t> AvailableTargets() { return hwy::SupportedAndGeneratedTargets(); }
 std::string TargetName(int64_t target) { return hwy::TargetName(target); }
-ScopedTarget::ScopedTarget(int64_t target) { hwy::SetSupportedTargetsForTest(target); }
-ScopedTarget::~ScopedTarget() { hwy::SetSupportedTargetsForTest(0); }
+// Both the library's choice (its own) and Highway's (for the kernels compiled into the tests).
+ScopedTarget::ScopedTarget(int64_t target) {
+  hwy::SetSupportedTargetsForTest(target);
+  if (rmsnorm_set_cpu_target(hwy::TargetName(target)) != RMSNORM_OK) throw std::runtime_error(rmsnorm_last_error());
+}
+ScopedTarget::~ScopedTarget() {
+  hwy::SetSupportedTargetsForTest(0);
+  rmsnorm_set_cpu_target(std::getenv("RMSNORM_CPU_TARGET"));
+}
 
 }  // namespace rmsnorm::test

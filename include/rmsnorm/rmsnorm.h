@@ -140,6 +140,15 @@ RMSNORM_API const char* rmsnorm_cpu_target(void);
 /* "MAJOR.MINOR.PATCH" of the library that is loaded (the header's is RMSNORM_VERSION_*). */
 RMSNORM_API const char* rmsnorm_version(void);
 
+/* Limits the kernels to the best SIMD target the CPU has at or below `name` in Highway's order (x86:
+ * "AVX3", "AVX2", "SSE4", "SCALAR"; ARM64: "SVE2", "SVE", "NEON", "EMU128"; case-insensitive), or
+ * lifts the limit for NULL, "" or "auto". Every target gives the same bits, so this changes speed only:
+ * use it to reproduce a run on a lesser CPU or to compare targets. The first limit comes from the
+ * environment variable RMSNORM_CPU_TARGET, read once when the library loads (an unknown name there
+ * is reported on stderr and ignored). rmsnorm_cpu_target() tells the result. Process-wide. Returns
+ * RMSNORM_ERROR_INVALID_ARGUMENT for a name that is not a target of this build. */
+RMSNORM_API rmsnorm_status rmsnorm_set_cpu_target(const char* name);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -185,6 +185,13 @@ RMSNORM_API rmsnorm_backend rmsnorm_get_backend(void) { return rmsnorm::runtime:
 
 RMSNORM_API const char* rmsnorm_cpu_target(void) { return rmsnorm::cpu::TargetName(); }
 
+RMSNORM_API rmsnorm_status rmsnorm_set_cpu_target(const char* name) {
+  return rmsnorm::Guard("rmsnorm_set_cpu_target", [&] {
+    std::string error;
+    if (!rmsnorm::cpu::SetTarget(name, &error)) rmsnorm::runtime::FailInvalid("rmsnorm_set_cpu_target: " + error);
+  });
+}
+
 #define RMSNORM_STRINGIFY_(x) #x
 #define RMSNORM_STRINGIFY(x) RMSNORM_STRINGIFY_(x)
 RMSNORM_API const char* rmsnorm_version(void) {

@@ -3,6 +3,9 @@
 #ifndef RMSNORM_SRC_CPU_CPU_H_
 #define RMSNORM_SRC_CPU_CPU_H_
 
+#include <cstddef>
+#include <string>
+
 #include "runtime/problem.h"
 
 namespace rmsnorm::cpu {
@@ -15,6 +18,17 @@ void LayerNormBackward(const Problem& p, const BackwardArgs& args);
 // The Highway target the kernels dispatch to now ("AVX2", "SSE4", ...).
 const char* TargetName();
 
+// Limits the kernels to the best target the CPU has at or below `name` ("AVX2", "SSE4", "SCALAR", ...;
+// null, "" or "auto" for no limit). False, with a message, for a name this build does not have. The
+// first choice is RMSNORM_CPU_TARGET's, read once at load.
+bool SetTarget(const char* name, std::string* error);
+
+// The index of the chosen target in a HWY_EXPORT table.
+size_t ChosenTargetIndex();
+
 }  // namespace rmsnorm::cpu
+
+// HWY_DYNAMIC_DISPATCH on the library's own choice of target (see target.cc).
+#define RMSNORM_DYNAMIC_DISPATCH(FUNC_NAME) (*(HWY_DISPATCH_TABLE(FUNC_NAME)[::rmsnorm::cpu::ChosenTargetIndex()]))
 
 #endif  // RMSNORM_SRC_CPU_CPU_H_

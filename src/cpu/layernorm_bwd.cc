@@ -76,13 +76,12 @@ class LayerNormBackwardKernel {
     const VF mean_hi = hn::Set(d, mean.hi), mean_lo = hn::Set(d, mean.lo), r = hn::Set(d, rstd);
     const float* w = gain_ + (kWeight ? c0 : 0);
     float sum_u, sum_u_xhat;
-    Reduce2(
+    Sum2(
         d, size_t(c1 - c0),
-        [&](VF& acc_u, VF& acc_ux, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-          const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, i, count));
+        [&](size_t i, size_t count, VF& u, VF& u_xhat) RMSNORM_INLINE_LAMBDA {
+          u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, i, count));
           const VF xhat = hn::Mul(Centered(Load(d, x_ + at + i, count), mean_hi, mean_lo), r);
-          acc_u = hn::Add(acc_u, u);
-          acc_ux = hn::MulAdd(u, xhat, acc_ux);  // u is 0 past count
+          u_xhat = hn::Mul(u, xhat);  // u is 0 past count
         },
         &sum_u, &sum_u_xhat);
     partial.sum_u = sum_u;
@@ -155,7 +154,7 @@ class LayerNormBackwardKernel {
       const VF u = hn::Mul(dyv, Gain<kWeight>(d, w, i, count));
       if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
       if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
-      return hn::Mul(rstd, hn::NegMulAdd(xhat, mean_u_xhat, hn::Sub(u, mean_u)));
+      return hn::Mul(rstd, hn::Sub(hn::Sub(u, mean_u), hn::Mul(xhat, mean_u_xhat)));
     });
   }
 
@@ -208,7 +207,7 @@ HWY_AFTER_NAMESPACE();
 namespace rmsnorm::cpu {
 HWY_EXPORT(LayerNormBackwardImpl);
 void LayerNormBackward(const Problem& p, const BackwardArgs& args) {
-  HWY_DYNAMIC_DISPATCH(LayerNormBackwardImpl)(p, args);
+  RMSNORM_DYNAMIC_DISPATCH(LayerNormBackwardImpl)(p, args);
 }
 }  // namespace rmsnorm::cpu
 #endif

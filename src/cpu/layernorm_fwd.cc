@@ -123,7 +123,7 @@ HWY_AFTER_NAMESPACE();
 namespace rmsnorm::cpu {
 HWY_EXPORT(LayerNormForwardImpl);
 void LayerNormForward(const Problem& p, const ForwardArgs& args) {
-  HWY_DYNAMIC_DISPATCH(LayerNormForwardImpl)(p, args);
+  RMSNORM_DYNAMIC_DISPATCH(LayerNormForwardImpl)(p, args);
 }
 }  // namespace rmsnorm::cpu
 #endif

@@ -73,9 +73,9 @@ class RmsBackwardKernel {
     const DF d;
     const VF r = hn::Set(d, rstd);
     const float* w = gain_ + (kWeight ? c0 : 0);
-    partial.dot = Reduce1(d, size_t(c1 - c0), [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+    partial.dot = Sum(d, size_t(c1 - c0), [&](size_t i, size_t count, VF& product) RMSNORM_INLINE_LAMBDA {
       const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, i, count));
-      acc = hn::MulAdd(u, hn::Mul(Load(d, x_ + at + i, count), r), acc);
+      product = hn::Mul(u, hn::Mul(Load(d, x_ + at + i, count), r));
     });
     return partial;
   }
@@ -134,7 +134,7 @@ class RmsBackwardKernel {
       const VF u = hn::Mul(dyv, g);
       if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
       if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
-      return hn::Mul(rstd, hn::NegMulAdd(xhat, BelowLimit(d, c, i, corrected), u));
+      return hn::Mul(rstd, hn::Sub(u, hn::Mul(xhat, BelowLimit(d, c, i, corrected))));
     });
   }
 
@@ -181,6 +181,6 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rmsnorm::cpu {
 HWY_EXPORT(RmsBackwardImpl);
-void RmsBackward(const Problem& p, const BackwardArgs& args) { HWY_DYNAMIC_DISPATCH(RmsBackwardImpl)(p, args); }
+void RmsBackward(const Problem& p, const BackwardArgs& args) { RMSNORM_DYNAMIC_DISPATCH(RmsBackwardImpl)(p, args); }
 }  // namespace rmsnorm::cpu
 #endif

@@ -137,6 +137,6 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rmsnorm::cpu {
 HWY_EXPORT(RmsForwardImpl);
-void RmsForward(const Problem& p, const ForwardArgs& args) { HWY_DYNAMIC_DISPATCH(RmsForwardImpl)(p, args); }
+void RmsForward(const Problem& p, const ForwardArgs& args) { RMSNORM_DYNAMIC_DISPATCH(RmsForwardImpl)(p, args); }
 }  // namespace rmsnorm::cpu
 #endif

@@ -26,7 +26,8 @@ HWY_BEFORE_NAMESPACE();
 namespace rmsnorm::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-using DF = hn::ScalableTag<float>;
+// At most 16 lanes: the canonical sums hold 16 partials (SVE wider than 512 bits runs at 512).
+using DF = hn::CappedTag<float, 16>;
 using VF = hn::Vec<DF>;
 
 #undef RMSNORM_HAVE_F16C
@@ -241,6 +242,7 @@ HWY_INLINE hn::Vec<DU16> NarrowBits(DF d, VF v, const hwy::float16_t*) { return 
 template <class T>
 HWY_INLINE VF Load(DF d, const T* p, size_t count) {
   if (HWY_LIKELY(count == hn::Lanes(d))) return LoadFull(d, p);
+  if (count == 0) return hn::Zero(d);  // past a range's end (see CanonicalSums): p is not read
 #if RMSNORM_HAVE_MASKED_MOVES
   if constexpr (std::is_same_v<T, float>) {
     return hn::MaskedLoad(hn::FirstN(d, count), d, p);
@@ -374,80 +376,115 @@ HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hint
   if (i < n) step(i, n - i, false);
 }
 
-// The 2N values at p as two f32 vectors, each column in one lane of one of them, for sums (which do not
-// care which lane holds which column): a bf16 row in zipped order where the target has it, half the
-// widening work of two LoadFull (an unpack per vector, against a zero-extension and a shift), which
-// bounds a cache-resident bf16 row's reductions; else in column order.
-template <class T>
-HWY_INLINE void LoadTwoForSum(DF d, const T* p, VF* a, VF* b) {
-#if RMSNORM_HAVE_BF16_ZIP
-  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) return LoadBf16Zipped(d, p, a, b);
+// ---- Sums in one canonical order ----------------------------------------------------------------
+//
+// Every sum over a range [0, n) of a row chunk is taken in one order, fixed by the column index alone,
+// so that every vector width performs exactly the same floating-point operations and gets the same
+// bits (SCALAR, SSE4, AVX2, AVX3, NEON, SVE):
+//   1. the range is cut into blocks of kSumBlock = 64 columns; the last is padded with zero columns
+//      (each column's value is computed from zero inputs there, whatever the width);
+//   2. a block's values v fold into 16: t_j = (v_j + v_{j+16}) + (v_{j+32} + v_{j+48});
+//   3. the blocks' t add into 16 running partials p_j, block after block;
+//   4. the partials fold by halving, p_j += p_{j+h} for h = 8, 4, 2, 1; the sum is p_0.
+// A target of N lanes holds the 16 partials in Q = 16 / N vectors. Each step is one rounding: values
+// are computed without fused multiply-adds (the build has -ffp-contract=off, and no kernel calls
+// MulAdd), since SSE4 and the scalar target have no FMA to match. The in-block fold gives each running
+// add three adds of independent work, so one or two chains of adds cover their latency.
+constexpr size_t kSumBlock = 64;
+constexpr size_t kSumPartials = 16;
+
+// The fold of step 4, in place over p[0, 16); returns p_0.
+HWY_INLINE float FoldPartials(float* p) {
+  for (size_t h = kSumPartials / 2; h != 0; h /= 2)
+    for (size_t j = 0; j < h; ++j) p[j] = p[j] + p[j + h];
+  return p[0];
+}
+
+// K = 1 or 2 sums at once: value(i, count, a, b) sets a (and b) to the values of columns [i, i + N)
+// of the range, where count = min(N, n - i) columns lie inside it (0 past its end): columns past the
+// range must get the values of zero inputs. Q = 16 / N. Targets with Q > 4 (the scalar one) keep 4
+// vectors of partials in registers and make Q / 4 passes over the range, each for other partials.
+template <size_t Q, size_t K, class Value>
+HWY_INLINE void CanonicalSumsQ(DF d, size_t n, const Value& value, float* sums) {
+  constexpr size_t N = kSumPartials / Q;
+  constexpr size_t kHeld = Q < 4 ? Q : 4;
+  HWY_ALIGN float partials[K][kSumPartials];
+  const size_t full_end = n - n % kSumBlock;
+  for (size_t q0 = 0; q0 < Q; q0 += kHeld) {
+    const VF zero = hn::Zero(d);
+    VF a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero, b3 = zero;
+    // Adds t of partial vector q of the block at `base` into (acc_a, acc_b).
+    const auto fold = [&](size_t base, size_t q, bool full, VF& acc_a, VF& acc_b) RMSNORM_INLINE_LAMBDA {
+      const auto column = [&](size_t k, VF& a, VF& b) RMSNORM_INLINE_LAMBDA {
+        const size_t i = base + (q + k * Q) * N;
+        const size_t count = full ? N : (i >= n ? 0 : HWY_MIN(N, n - i));
+        a = zero, b = zero;
+        value(i, count, a, b);
+      };
+      VF va0, vb0, va1, vb1, va2, vb2, va3, vb3;
+      column(0, va0, vb0);
+      column(1, va1, vb1);
+      column(2, va2, vb2);
+      column(3, va3, vb3);
+      acc_a = hn::Add(acc_a, hn::Add(hn::Add(va0, va1), hn::Add(va2, va3)));
+      if constexpr (K == 2) acc_b = hn::Add(acc_b, hn::Add(hn::Add(vb0, vb1), hn::Add(vb2, vb3)));
+    };
+    const auto block = [&](size_t base, bool full) RMSNORM_INLINE_LAMBDA {
+      fold(base, q0, full, a0, b0);
+      if constexpr (kHeld >= 2) fold(base, q0 + 1, full, a1, b1);
+      if constexpr (kHeld >= 4) {
+        fold(base, q0 + 2, full, a2, b2);
+        fold(base, q0 + 3, full, a3, b3);
+      }
+    };
+    for (size_t base = 0; base < full_end; base += kSumBlock) block(base, true);
+    if (full_end < n) block(full_end, false);
+    const auto store = [&](size_t j, VF acc_a, VF acc_b) RMSNORM_INLINE_LAMBDA {
+      hn::Store(acc_a, d, partials[0] + (q0 + j) * N);
+      if constexpr (K == 2) hn::Store(acc_b, d, partials[K - 1] + (q0 + j) * N);
+    };
+    store(0, a0, b0);
+    if constexpr (kHeld >= 2) store(1, a1, b1);
+    if constexpr (kHeld >= 4) {
+      store(2, a2, b2);
+      store(3, a3, b3);
+    }
+  }
+  for (size_t k = 0; k < K; ++k) sums[k] = FoldPartials(partials[k]);
+}
+
+// Sums in the canonical order (see above) for this target's width.
+template <size_t K, class Value>
+HWY_INLINE void CanonicalSums(DF d, size_t n, const Value& value, float* sums) {
+#if HWY_HAVE_SCALABLE
+  // SVE's width is known at run time only; DF caps it at 16 lanes.
+  switch (hn::Lanes(d)) {
+    case 4: return CanonicalSumsQ<4, K>(d, n, value, sums);
+    case 8: return CanonicalSumsQ<2, K>(d, n, value, sums);
+    default: return CanonicalSumsQ<1, K>(d, n, value, sums);
+  }
+#else
+  static_assert(kSumPartials % hn::MaxLanes(DF()) == 0, "the partials fill whole vectors");
+  CanonicalSumsQ<kSumPartials / hn::MaxLanes(DF()), K>(d, n, value, sums);
 #endif
-  *a = LoadFull(d, p);
-  *b = LoadFull(d, p + hn::Lanes(d));
 }
 
-// ---- Reductions over [0, n), with enough independent accumulators to cover the latency of an FMA at
-// two per cycle (8 chains of 4-cycle latency) --------------------------------------------------------
-
-// sum of step(acc, i, count) updates, where step folds the vector at i into acc; in the unrolled body,
-// step_pair(acc_a, acc_b, i) folds the 2N columns [i, i + 2N), each exactly once, into either
-// accumulator in any lane (a sum does not care which lane holds which column, so a bf16 row may load
-// both vectors at once, see LoadTwoForSum).
-template <class Step, class StepPair>
-HWY_INLINE float Reduce1(DF d, size_t n, const Step& step, const StepPair& step_pair) {
-  const size_t N = hn::Lanes(d);
-  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  VF a4 = hn::Zero(d), a5 = hn::Zero(d), a6 = hn::Zero(d), a7 = hn::Zero(d);
-  size_t i = 0;
-  for (; i + 8 * N <= n; i += 8 * N) {
-    step_pair(a0, a1, i);
-    step_pair(a2, a3, i + 2 * N);
-    step_pair(a4, a5, i + 4 * N);
-    step_pair(a6, a7, i + 6 * N);
-  }
-  for (; i + N <= n; i += N) step(a0, i, N);
-  if (i < n) step(a1, i, n - i);
-  const VF sum = hn::Add(hn::Add(hn::Add(a0, a1), hn::Add(a2, a3)), hn::Add(hn::Add(a4, a5), hn::Add(a6, a7)));
-  return hn::GetLane(hn::SumOfLanes(d, sum));
+// The sum of value(i, count, v) over [0, n), in the canonical order.
+template <class Value>
+HWY_INLINE float Sum(DF d, size_t n, const Value& value) {
+  float sum;
+  CanonicalSums<1>(
+      d, n, [&](size_t i, size_t count, VF& a, VF&) RMSNORM_INLINE_LAMBDA { value(i, count, a); }, &sum);
+  return sum;
 }
 
-template <class Step>
-HWY_INLINE float Reduce1(DF d, size_t n, const Step& step) {
-  const size_t N = hn::Lanes(d);
-  return Reduce1(d, n, step, [&](VF& acc_a, VF& acc_b, size_t i) RMSNORM_INLINE_LAMBDA {
-    step(acc_a, i, N);
-    step(acc_b, i + N, N);
-  });
-}
-
-// Two sums at once: step(acc_a, acc_b, i, count); in the unrolled body, step_pair(acc_a0, acc_b0,
-// acc_a1, acc_b1, i) folds the 2N columns [i, i + 2N), each exactly once, into the two pairs of
-// accumulators in any lane, as for Reduce1.
-template <class Step, class StepPair>
-HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, const StepPair& step_pair, float* sum_a, float* sum_b) {
-  const size_t N = hn::Lanes(d);
-  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
-  VF b0 = hn::Zero(d), b1 = hn::Zero(d), b2 = hn::Zero(d), b3 = hn::Zero(d);
-  size_t i = 0;
-  for (; i + 4 * N <= n; i += 4 * N) {
-    step_pair(a0, b0, a1, b1, i);
-    step_pair(a2, b2, a3, b3, i + 2 * N);
-  }
-  for (; i + N <= n; i += N) step(a0, b0, i, N);
-  if (i < n) step(a1, b1, i, n - i);
-  *sum_a = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
-  *sum_b = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(b0, b1), hn::Add(b2, b3))));
-}
-
-template <class Step>
-HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, float* sum_a, float* sum_b) {
-  const size_t N = hn::Lanes(d);
-  const auto step_pair = [&](VF& acc_a0, VF& acc_b0, VF& acc_a1, VF& acc_b1, size_t i) RMSNORM_INLINE_LAMBDA {
-    step(acc_a0, acc_b0, i, N);
-    step(acc_a1, acc_b1, i + N, N);
-  };
-  Reduce2(d, n, step, step_pair, sum_a, sum_b);
+// Two sums at once: value(i, count, a, b).
+template <class Value>
+HWY_INLINE void Sum2(DF d, size_t n, const Value& value, float* sum_a, float* sum_b) {
+  float sums[2];
+  CanonicalSums<2>(d, n, value, sums);
+  *sum_a = sums[0];
+  *sum_b = sums[1];
 }
 
 // sum of x_i^2 over [0, n). x[n, available) may be read and is ignored, so a range ending inside a
@@ -455,22 +492,16 @@ HWY_INLINE void Reduce2(DF d, size_t n, const Step& step, float* sum_a, float* s
 template <class T>
 HWY_INLINE float SumSquares(const T* x, size_t n, size_t available) {
   const DF d;
-  const auto step = [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+  return Sum(d, n, [&](size_t i, size_t count, VF& square) RMSNORM_INLINE_LAMBDA {
     VF v;
     if (count == hn::Lanes(d)) {
       v = LoadFull(d, x + i);
-    } else if (i + hn::Lanes(d) <= available) {
+    } else if (count != 0 && i + hn::Lanes(d) <= available) {
       v = hn::IfThenElseZero(hn::FirstN(d, count), LoadFull(d, x + i));
     } else {
       v = Load(d, x + i, count);
     }
-    acc = hn::MulAdd(v, v, acc);
-  };
-  return Reduce1(d, n, step, [&](VF& acc_a, VF& acc_b, size_t i) RMSNORM_INLINE_LAMBDA {
-    VF a, b;
-    LoadTwoForSum(d, x + i, &a, &b);
-    acc_a = hn::MulAdd(a, a, acc_a);
-    acc_b = hn::MulAdd(b, b, acc_b);
+    square = hn::Mul(v, v);
   });
 }
 
@@ -487,33 +518,17 @@ HWY_INLINE VF BelowLimit(DF d, VF c, size_t i, size_t limit) {
 template <class T>
 HWY_INLINE Moments ChunkMoments(const T* x, size_t n) {
   const DF d;
-  const float sum = Reduce1(
-      d, n, [&](VF& acc, size_t i, size_t count) RMSNORM_INLINE_LAMBDA { acc = hn::Add(acc, Load(d, x + i, count)); },
-      [&](VF& acc_a, VF& acc_b, size_t i) RMSNORM_INLINE_LAMBDA {
-        VF a, b;
-        LoadTwoForSum(d, x + i, &a, &b);
-        acc_a = hn::Add(acc_a, a);
-        acc_b = hn::Add(acc_b, b);
-      });
+  const float sum =
+      Sum(d, n, [&](size_t i, size_t count, VF& v) RMSNORM_INLINE_LAMBDA { v = Load(d, x + i, count); });
   const float estimate = static_cast<float>(double(sum) / double(n));
   const VF m = hn::Set(d, estimate);
-  const auto fold = [&](VF& acc_d, VF& acc_d2, VF deviation) RMSNORM_INLINE_LAMBDA {
-    acc_d = hn::Add(acc_d, deviation);
-    acc_d2 = hn::MulAdd(deviation, deviation, acc_d2);
-  };
   float sum_d, sum_d2;
-  Reduce2(
+  Sum2(
       d, n,
-      [&](VF& acc_d, VF& acc_d2, size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-        VF deviation = hn::Sub(Load(d, x + i, count), m);
+      [&](size_t i, size_t count, VF& deviation, VF& square) RMSNORM_INLINE_LAMBDA {
+        deviation = hn::Sub(Load(d, x + i, count), m);
         if (count != hn::Lanes(d)) deviation = hn::IfThenElseZero(hn::FirstN(d, count), deviation);
-        fold(acc_d, acc_d2, deviation);
-      },
-      [&](VF& acc_d0, VF& acc_d20, VF& acc_d1, VF& acc_d21, size_t i) RMSNORM_INLINE_LAMBDA {
-        VF a, b;
-        LoadTwoForSum(d, x + i, &a, &b);
-        fold(acc_d0, acc_d20, hn::Sub(a, m));
-        fold(acc_d1, acc_d21, hn::Sub(b, m));
+        square = hn::Mul(deviation, deviation);
       },
       &sum_d, &sum_d2);
   Moments moments;
@@ -538,10 +553,10 @@ HWY_INLINE VF Gain(DF d, const float* gain, size_t i, size_t count) {
   }
 }
 
-// v * g (+ b): the affine epilogue of every forward.
+// v * g (+ b): the affine epilogue of every forward, rounded after the product and after the sum.
 template <bool kWeight, bool kBias>
 HWY_INLINE VF ScaleShift(DF d, VF v, const float* gain, const float* bias, size_t i, size_t count) {
-  if constexpr (kWeight && kBias) return hn::MulAdd(v, Gain<true>(d, gain, i, count), Load(d, bias + i, count));
+  if constexpr (kWeight && kBias) return hn::Add(hn::Mul(v, Gain<true>(d, gain, i, count)), Load(d, bias + i, count));
   if constexpr (kWeight) return hn::Mul(v, Gain<true>(d, gain, i, count));
   if constexpr (kBias) return hn::Add(v, Load(d, bias + i, count));
   (void)gain, (void)bias, (void)i, (void)count;

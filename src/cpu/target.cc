@@ -1,9 +1,18 @@
-// Reports the Highway target the kernels dispatch to, by dispatching exactly as they do.
+// The library's choice of Highway target, and the name it reports.
+//
+// The library keeps its own hwy::ChosenTarget instead of Highway's process-wide one, so that choosing a
+// target (RMSNORM_CPU_TARGET, rmsnorm_set_cpu_target) changes only this library's kernels and leaves
+// any other Highway user in the process alone.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "cpu/target.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Then the per-target headers.
 #include "hwy/highway.h"
+
+#include <cctype>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 #include "cpu/cpu.h"
 
@@ -15,7 +24,79 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace rmsnorm::cpu {
+namespace {
+
+bool SameName(const char* a, const char* b) {
+  for (; *a != '\0' && *b != '\0'; ++a, ++b)
+    if (std::toupper(static_cast<unsigned char>(*a)) != std::toupper(static_cast<unsigned char>(*b))) return false;
+  return *a == *b;
+}
+
+// The targets this build has, best first, comma-separated.
+std::string CompiledTargetNames() {
+  std::string names;
+  for (int64_t targets = HWY_TARGETS; targets != 0; targets &= targets - 1) {
+    if (!names.empty()) names += ", ";
+    names += hwy::TargetName(targets & -targets);
+  }
+  return names;
+}
+
+// The compiled target called `name` (EMU128 and SCALAR both name the portable fallback), or 0.
+int64_t CompiledTarget(const char* name) {
+  for (int64_t targets = HWY_TARGETS; targets != 0; targets &= targets - 1) {
+    const int64_t target = targets & -targets;
+    if (SameName(name, hwy::TargetName(target))) return target;
+  }
+  const int64_t fallback = HWY_TARGETS & (HWY_EMU128 | HWY_SCALAR);
+  if (fallback != 0 && (SameName(name, "EMU128") || SameName(name, "SCALAR"))) return fallback & -fallback;
+  return 0;
+}
+
+// Targets at or below `target` in Highway's order (a higher bit is a lesser target); all for 0.
+int64_t AtOrBelow(int64_t target) { return target == 0 ? ~int64_t{0} : ~(target - 1); }
+
+// The limit RMSNORM_CPU_TARGET sets: its target, or 0 for none.
+int64_t LimitFromEnvironment() {
+  const char* env = std::getenv("RMSNORM_CPU_TARGET");
+  if (env == nullptr || *env == '\0' || SameName(env, "auto")) return 0;
+  const int64_t limit = CompiledTarget(env);
+  if (limit == 0)
+    std::fprintf(stderr, "rmsnorm: RMSNORM_CPU_TARGET=%s is not a target of this build (%s, or auto); using the best the CPU has\n",
+                 env, CompiledTargetNames().c_str());
+  return limit;
+}
+
+hwy::ChosenTarget& Chosen() {
+  static hwy::ChosenTarget chosen;
+  static const bool initialized = (chosen.Update(hwy::SupportedTargets() & AtOrBelow(LimitFromEnvironment())), true);
+  (void)initialized;
+  return chosen;
+}
+
+// RMSNORM_CPU_TARGET is read when the library loads, not at its first call.
+[[maybe_unused]] const bool kChosenAtLoad = (Chosen(), true);
+
+}  // namespace
+
+size_t ChosenTargetIndex() { return Chosen().GetIndex(); }
+
+bool SetTarget(const char* name, std::string* error) {
+  int64_t limit = 0;
+  if (name != nullptr && *name != '\0' && !SameName(name, "auto")) {
+    limit = CompiledTarget(name);
+    if (limit == 0) {
+      *error = std::string("unknown CPU target \"") + name + "\": this build has " + CompiledTargetNames() +
+               " (or \"auto\" for the best the CPU has)";
+      return false;
+    }
+  }
+  Chosen().Update(hwy::SupportedTargets() & AtOrBelow(limit));
+  return true;
+}
+
 HWY_EXPORT(TargetNameImpl);
-const char* TargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
+const char* TargetName() { return RMSNORM_DYNAMIC_DISPATCH(TargetNameImpl)(); }
+
 }  // namespace rmsnorm::cpu
 #endif

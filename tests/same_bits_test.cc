@@ -1,0 +1,232 @@
+// The same bits everywhere: every SIMD target, every buffer alignment, in place or not.
+//
+// SameBits.EveryTargetAndTheRecordedHash runs a fixed set of cases (every op and dtype, odd widths,
+// multi-chunk rows, grouped rows, the gain offset) on every target this machine runs, and requires
+// equal bytes from all of them. Its inputs come from integer arithmetic, so they are the same on any
+// CPU, and the hash of all outputs must be kRecordedHash: the x86-64 targets (SCALAR, SSE4, AVX2,
+// AVX3) and the aarch64 ones under qemu (NEON, SVE, SVE2) all give it, with 1 thread or 2, with or
+// without streaming stores (the suite runs again with RMSNORM_STREAM_BYTES=0).
+#include <gtest/gtest.h>
+
+#include <cinttypes>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rmsnorm/rmsnorm.h"
+#include "test_util.h"
+
+namespace rmsnorm::test {
+namespace {
+
+// The hash of every output of AllCases() (see the top of the file). A change that alters any bit of
+// any kernel's output changes it: such a change is a new canonical order, to be made on purpose and
+// on every target at once.
+constexpr uint64_t kRecordedHash = 0x5621593f5ef8e4c7;
+
+// FNV-1a over bytes.
+struct Hash {
+  uint64_t value = 0xcbf29ce484222325ull;
+  void Add(const void* data, size_t bytes) {
+    const auto* p = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < bytes; ++i) value = (value ^ p[i]) * 0x100000001b3ull;
+  }
+  void Add(const RowTensor& t) { Add(t.data(), t.bytes()); }
+  void Add(const std::vector<float>& v) { Add(v.data(), v.size() * sizeof(float)); }
+};
+
+uint64_t SplitMix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// A uniform value in [center - spread, center + spread) from 24 random bits: exact double arithmetic,
+// the same on every CPU (unlike std::normal_distribution, which calls libm).
+double Uniform(uint64_t& state, double center, double spread) {
+  const double unit = double(SplitMix(state) >> 40) * 0x1p-24;
+  return center + spread * (2.0 * unit - 1.0);
+}
+
+Inputs PortableInputs(const Case& c) {
+  uint64_t state = c.seed;
+  Inputs in;
+  in.x = RowTensor(c.dtype, c.rows, c.cols);
+  in.residual = RowTensor(c.dtype, c.rows, c.cols);
+  in.dy = RowTensor(c.dtype, c.rows, c.cols);
+  for (int64_t i = 0; i < c.rows * c.cols; ++i) {
+    in.x.set(i, Uniform(state, 0.7, 2.5));
+    in.residual.set(i, Uniform(state, 0.0, 1.5));
+    in.dy.set(i, Uniform(state, 0.0, 1.5));
+  }
+  const double weight_center = c.weight_offset != 0.0f ? 0.0 : 1.0;
+  for (int64_t i = 0; c.weight && i < c.cols; ++i) in.weight.push_back(float(Uniform(state, weight_center, 0.5)));
+  for (int64_t i = 0; c.bias && i < c.cols; ++i) in.bias.push_back(float(Uniform(state, 0.0, 0.8)));
+  return in;
+}
+
+std::vector<Case> AllCases() {
+  struct Shape {
+    int64_t rows, cols;
+  };
+  // Below, at and above every vector width and the 64-column sum block; a decode row; a row of two
+  // reduction chunks (split over threads); narrow rows run in groups.
+  const Shape shapes[] = {{3, 1}, {3, 7}, {2, 63}, {2, 100}, {4, 129}, {3, 1000}, {1, 4096}, {2, 16461}, {64, 96}};
+  struct OpCase {
+    Op op;
+    float partial;
+  };
+  const OpCase ops[] = {{Op::kRms, 1.0f}, {Op::kRms, 0.3f}, {Op::kL2, 1.0f}, {Op::kLayer, 1.0f}, {Op::kAddRms, 1.0f}};
+  std::vector<Case> cases;
+  uint32_t seed = 1;
+  for (size_t o = 0; o < std::size(ops); ++o) {
+    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16}) {
+      for (size_t s = 0; s < std::size(shapes); ++s) {
+        Case c;
+        c.op = ops[o].op;
+        c.partial = ops[o].partial;
+        c.dtype = dtype;
+        c.rows = shapes[s].rows;
+        c.cols = shapes[s].cols;
+        c.seed = seed++;
+        switch ((o + s) % 3) {  // the parameters rotate over the shapes
+          case 0: c.weight = true, c.bias = true; break;
+          case 1: c.weight = true, c.bias = false, c.weight_offset = 1.0f; break;
+          default: c.weight = false, c.bias = false; break;
+        }
+        cases.push_back(c);
+      }
+    }
+  }
+  return cases;
+}
+
+// One hash per case: the forward's outputs, then the backward's with the saved statistics and with
+// recomputed ones.
+std::vector<uint64_t> CaseHashes(const std::vector<Case>& cases) {
+  std::vector<uint64_t> hashes;
+  for (const Case& c : cases) {
+    const Inputs in = PortableInputs(c);
+    const Outputs forward = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+    Hash h;
+    h.Add(forward.y);
+    h.Add(forward.rstd);
+    h.Add(forward.mean);
+    if (c.op == Op::kAddRms) h.Add(forward.residual_out);
+    for (const Outputs* saved : {&forward, static_cast<const Outputs*>(nullptr)}) {
+      if (saved == nullptr && c.op == Op::kAddRms) continue;  // needs residual_out from the forward
+      const Outputs backward = RunBackward(c, in, saved, RMSNORM_BACKEND_AUTO);
+      h.Add(backward.dx);
+      h.Add(backward.dweight);
+      h.Add(backward.dbias);
+    }
+    hashes.push_back(h.value);
+  }
+  return hashes;
+}
+
+TEST(SameBits, EveryTargetAndTheRecordedHash) {
+  const std::vector<Case> cases = AllCases();
+  std::vector<uint64_t> first;
+  std::string first_target;
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    ASSERT_EQ(TargetName(target), rmsnorm_cpu_target());
+    const std::vector<uint64_t> hashes = CaseHashes(cases);
+    Hash all;
+    all.Add(hashes.data(), hashes.size() * sizeof(uint64_t));
+    std::printf("%-8s %zu cases, hash 0x%016" PRIx64 " (%d threads)\n", rmsnorm_cpu_target(), cases.size(),
+                all.value, rmsnorm_get_num_threads());
+    if (first.empty()) {
+      first = hashes;
+      first_target = TargetName(target);
+      EXPECT_EQ(kRecordedHash, all.value) << "the outputs on " << first_target << " are not the recorded bits";
+      continue;
+    }
+    for (size_t i = 0; i < cases.size(); ++i)
+      EXPECT_EQ(first[i], hashes[i]) << cases[i].Name() << ": " << TargetName(target) << " differs from "
+                                     << first_target;
+  }
+}
+
+// Bytes at a chosen distance from a 64-byte boundary.
+class OffsetBuffer {
+ public:
+  OffsetBuffer(size_t bytes, size_t offset) : storage_(bytes + 128), offset_(offset) {
+    const auto base = reinterpret_cast<uintptr_t>(storage_.data());
+    start_ = (64 - base % 64) % 64 + offset;
+  }
+  void* data() { return storage_.data() + start_; }
+  void Fill(const void* contents, size_t bytes) { std::memcpy(data(), contents, bytes); }
+  bool Equals(const void* other, size_t bytes) { return std::memcmp(data(), other, bytes) == 0; }
+
+ private:
+  std::vector<uint8_t> storage_;
+  size_t offset_, start_ = 0;
+};
+
+// The bug class behind non-reproducible dweight on AVX-512: a result must not depend on where the
+// buffers lie. Every backward (and forward) with its output at each offset 0-63 bytes from a 64-byte
+// boundary, its inputs at another, on every target, must give the bytes of the call on aligned buffers
+// and of the in-place call. Under RMSNORM_STREAM_BYTES=0 every output streams, so the aligned middle
+// and the ordinary-store head and tail move with the offset.
+TEST(SameBits, AnyBufferAlignmentAndInPlace) {
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16}) {
+      for (Op op : {Op::kRms, Op::kLayer}) {
+        for (float partial : {1.0f, 0.5f}) {
+          if (op == Op::kLayer && partial != 1.0f) continue;
+          Case c;
+          c.op = op, c.dtype = dtype, c.rows = 5, c.cols = 300, c.partial = partial, c.bias = true;
+          SCOPED_TRACE(c.Name() + " on " + TargetName(target));
+          const Inputs in = PortableInputs(c);
+          const Outputs want = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+          const Outputs want_grad = RunBackward(c, in, &want, RMSNORM_BACKEND_AUTO);
+          const rmsnorm_config config = c.Config();
+          const size_t bytes = in.x.bytes(), element = bytes / size_t(c.rows * c.cols);
+          for (size_t offset = 0; offset < 64; offset += element) {
+            OffsetBuffer x(bytes, (offset * 7) % 64 / element * element), dy(bytes, (offset * 3) % 64 / element * element);
+            OffsetBuffer out(bytes, offset);
+            x.Fill(in.x.data(), bytes);
+            dy.Fill(in.dy.data(), bytes);
+            std::vector<float> rstd(size_t(c.rows)), mean(size_t(c.rows)), dw(size_t(c.cols)), db(size_t(c.cols));
+            const float* w = in.weight.data();
+            const float* b = in.bias.data();
+            const bool layer = op == Op::kLayer;
+            // Forward into `out`, then in place over a copy of x at the output's offset.
+            for (bool in_place : {false, true}) {
+              if (in_place) out.Fill(in.x.data(), bytes);
+              const void* src = in_place ? out.data() : x.data();
+              ASSERT_EQ(RMSNORM_OK, layer ? rmsnorm_layernorm_forward(&config, src, w, b, out.data(), mean.data(), rstd.data())
+                                          : rmsnorm_forward(&config, src, w, b, out.data(), rstd.data()));
+              ASSERT_TRUE(out.Equals(want.y.data(), bytes)) << "y at offset " << offset << (in_place ? ", in place" : "");
+            }
+            // Backward into `out`, then in place over a copy of dy at the output's offset.
+            for (bool in_place : {false, true}) {
+              if (in_place) out.Fill(in.dy.data(), bytes);
+              const void* grad = in_place ? out.data() : dy.data();
+              ASSERT_EQ(RMSNORM_OK,
+                        layer ? rmsnorm_layernorm_backward(&config, grad, x.data(), w, want.mean.data(), want.rstd.data(),
+                                                           out.data(), dw.data(), db.data())
+                              : rmsnorm_backward(&config, grad, x.data(), w, want.rstd.data(), out.data(), dw.data(),
+                                                 db.data()));
+              const char* how = in_place ? ", in place" : "";
+              ASSERT_TRUE(out.Equals(want_grad.dx.data(), bytes)) << "dx at offset " << offset << how;
+              ASSERT_EQ(0, std::memcmp(dw.data(), want_grad.dweight.data(), dw.size() * sizeof(float)))
+                  << "dweight with dx at offset " << offset << how;
+              ASSERT_EQ(0, std::memcmp(db.data(), want_grad.dbias.data(), db.size() * sizeof(float)))
+                  << "dbias with dx at offset " << offset << how;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rmsnorm::test
