@@ -339,6 +339,8 @@ enum class Backend { kAuto = RMSNORM_BACKEND_AUTO, kReference = RMSNORM_BACKEND_
 inline void set_backend(Backend b) { detail::check(rmsnorm_set_backend(static_cast<rmsnorm_backend>(b))); }
 inline Backend backend() { return static_cast<Backend>(rmsnorm_get_backend()); }
 inline const char* cpu_target() { return rmsnorm_cpu_target(); }
+// The best target at or below `name` ("AVX2", "SSE4", "SCALAR", ...; "auto" or "" for the best).
+inline void set_cpu_target(const char* name) { detail::check(rmsnorm_set_cpu_target(name)); }
 
 }  // namespace rmsnorm
 

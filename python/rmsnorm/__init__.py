@@ -14,6 +14,7 @@ from ._runtime import (
     get_num_threads,
     partial_size,
     set_backend,
+    set_cpu_target,
     set_num_threads,
     use_backend,
 )
@@ -28,6 +29,7 @@ __all__ = [
     "partial_size",
     "rms_norm",
     "set_backend",
+    "set_cpu_target",
     "set_num_threads",
     "use_backend",
 ]

@@ -70,3 +70,16 @@ def use_backend(name):
 def cpu_target():
     """The SIMD target the kernels run on in this process ("AVX2", "AVX3", "NEON", ...)."""
     return _C.cpu_target()
+
+
+def set_cpu_target(name):
+    """Limit the kernels to the best SIMD target at or below ``name`` ("AVX3", "AVX2", "SSE4", "SCALAR";
+    "SVE2", "SVE", "NEON", "EMU128"; case-insensitive), or ``"auto"`` for the best the CPU has.
+
+    Every target gives the same bits, so this changes speed only. Process-wide; the environment variable
+    RMSNORM_CPU_TARGET sets the first limit when the library loads. Raises ValueError for a name that is
+    not a target of this build.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"rmsnorm.set_cpu_target: name must be a str, got {type(name).__name__}")
+    _C.set_cpu_target(name)

@@ -287,5 +287,12 @@ NB_MODULE(_C, m) {
       nb::arg("backend"));
   m.def("get_backend", [] { return static_cast<int>(rmsnorm_get_backend()); });
   m.def("cpu_target", [] { return std::string(rmsnorm_cpu_target()); });
+  m.def(
+      "set_cpu_target",
+      [](const std::string& name) {
+        const rmsnorm_status status = rmsnorm_set_cpu_target(name.c_str());
+        if (status != RMSNORM_OK) raise_status(status);
+      },
+      nb::arg("name"));
   m.def("version", [] { return std::string(rmsnorm_version()); });
 }

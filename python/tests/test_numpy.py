@@ -258,6 +258,32 @@ def test_reference_backend_agrees(rng):
         rmsnorm.set_backend(1)
 
 
+def test_every_cpu_target_gives_the_same_bits(rng):
+    x = rng.standard_normal((7, 1001)).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, 1001).astype(np.float32)
+    best = rmsnorm.cpu_target()
+    want = rmsnorm.layer_norm(x, w), rmsnorm.rms_norm(x, w, partial=0.3)
+    chosen = []
+    try:
+        for name in ["AVX3", "AVX2", "SSE4", "SCALAR", "SVE2", "SVE", "NEON", "EMU128"]:
+            try:
+                rmsnorm.set_cpu_target(name.lower())
+            except ValueError:  # another architecture's target
+                continue
+            chosen.append(rmsnorm.cpu_target())
+            got = rmsnorm.layer_norm(x, w), rmsnorm.rms_norm(x, w, partial=0.3)
+            for a, b in zip(got, want):
+                assert a.tobytes() == b.tobytes(), f"{rmsnorm.cpu_target()} differs from {best}"
+    finally:
+        rmsnorm.set_cpu_target("auto")
+    assert rmsnorm.cpu_target() == best
+    assert len(set(chosen)) >= 2, chosen  # at least the best target and the portable one
+    with pytest.raises(ValueError, match="unknown CPU target"):
+        rmsnorm.set_cpu_target("AVX9")
+    with pytest.raises(TypeError):
+        rmsnorm.set_cpu_target(None)
+
+
 def test_partial_size_checks_arguments():
     with pytest.raises(ValueError):
         rmsnorm.partial_size(0, 0.5)
