@@ -24,7 +24,7 @@ namespace {
 // The hash of every output of AllCases() (see the top of the file). A change that alters any bit of
 // any kernel's output changes it: such a change is a new canonical order, to be made on purpose and
 // on every target at once.
-constexpr uint64_t kRecordedHash = 0x5621593f5ef8e4c7;
+constexpr uint64_t kRecordedHash = 0x6c68a9870500971d;
 
 // FNV-1a over bytes.
 struct Hash {

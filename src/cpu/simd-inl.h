@@ -383,7 +383,7 @@ HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hint
 // bits (SCALAR, SSE4, AVX2, AVX3, NEON, SVE):
 //   1. the range is cut into blocks of kSumBlock = 64 columns; the last is padded with zero columns
 //      (each column's value is computed from zero inputs there, whatever the width);
-//   2. a block's values v fold into 16: t_j = (v_j + v_{j+16}) + (v_{j+32} + v_{j+48});
+//   2. a block's values v fold into 16: t_j = ((v_j + v_{j+16}) + v_{j+32}) + v_{j+48};
 //   3. the blocks' t add into 16 running partials p_j, block after block;
 //   4. the partials fold by halving, p_j += p_{j+h} for h = 8, 4, 2, 1; the sum is p_0.
 // A target of N lanes holds the 16 partials in Q = 16 / N vectors. Each step is one rounding: values
@@ -404,41 +404,37 @@ HWY_INLINE float FoldPartials(float* p) {
 // of the range, where count = min(N, n - i) columns lie inside it (0 past its end): columns past the
 // range must get the values of zero inputs. Q = 16 / N. Targets with Q > 4 (the scalar one) keep 4
 // vectors of partials in registers and make Q / 4 passes over the range, each for other partials.
+// Each value body is written once per vector of partials held (not per block kind or per column of
+// the fold): every inlined copy multiplies the kernels' compile time, under the sanitizers most.
 template <size_t Q, size_t K, class Value>
 HWY_INLINE void CanonicalSumsQ(DF d, size_t n, const Value& value, float* sums) {
   constexpr size_t N = kSumPartials / Q;
   constexpr size_t kHeld = Q < 4 ? Q : 4;
   HWY_ALIGN float partials[K][kSumPartials];
-  const size_t full_end = n - n % kSumBlock;
+  const VF zero = hn::Zero(d);
   for (size_t q0 = 0; q0 < Q; q0 += kHeld) {
-    const VF zero = hn::Zero(d);
     VF a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero, b3 = zero;
     // Adds t of partial vector q of the block at `base` into (acc_a, acc_b).
-    const auto fold = [&](size_t base, size_t q, bool full, VF& acc_a, VF& acc_b) RMSNORM_INLINE_LAMBDA {
-      const auto column = [&](size_t k, VF& a, VF& b) RMSNORM_INLINE_LAMBDA {
+    const auto fold = [&](size_t base, size_t q, VF& acc_a, VF& acc_b) RMSNORM_INLINE_LAMBDA {
+      VF t_a = zero, t_b = zero;
+      for (size_t k = 0; k < 4; ++k) {
         const size_t i = base + (q + k * Q) * N;
-        const size_t count = full ? N : (i >= n ? 0 : HWY_MIN(N, n - i));
-        a = zero, b = zero;
-        value(i, count, a, b);
-      };
-      VF va0, vb0, va1, vb1, va2, vb2, va3, vb3;
-      column(0, va0, vb0);
-      column(1, va1, vb1);
-      column(2, va2, vb2);
-      column(3, va3, vb3);
-      acc_a = hn::Add(acc_a, hn::Add(hn::Add(va0, va1), hn::Add(va2, va3)));
-      if constexpr (K == 2) acc_b = hn::Add(acc_b, hn::Add(hn::Add(vb0, vb1), hn::Add(vb2, vb3)));
-    };
-    const auto block = [&](size_t base, bool full) RMSNORM_INLINE_LAMBDA {
-      fold(base, q0, full, a0, b0);
-      if constexpr (kHeld >= 2) fold(base, q0 + 1, full, a1, b1);
-      if constexpr (kHeld >= 4) {
-        fold(base, q0 + 2, full, a2, b2);
-        fold(base, q0 + 3, full, a3, b3);
+        VF a = zero, b = zero;
+        value(i, i >= n ? 0 : HWY_MIN(N, n - i), a, b);
+        t_a = k == 0 ? a : hn::Add(t_a, a);
+        if constexpr (K == 2) t_b = k == 0 ? b : hn::Add(t_b, b);
       }
+      acc_a = hn::Add(acc_a, t_a);
+      if constexpr (K == 2) acc_b = hn::Add(acc_b, t_b);
     };
-    for (size_t base = 0; base < full_end; base += kSumBlock) block(base, true);
-    if (full_end < n) block(full_end, false);
+    for (size_t base = 0; base < n; base += kSumBlock) {
+      fold(base, q0, a0, b0);
+      if constexpr (kHeld >= 2) fold(base, q0 + 1, a1, b1);
+      if constexpr (kHeld >= 4) {
+        fold(base, q0 + 2, a2, b2);
+        fold(base, q0 + 3, a3, b3);
+      }
+    }
     const auto store = [&](size_t j, VF acc_a, VF acc_b) RMSNORM_INLINE_LAMBDA {
       hn::Store(acc_a, d, partials[0] + (q0 + j) * N);
       if constexpr (K == 2) hn::Store(acc_b, d, partials[K - 1] + (q0 + j) * N);
