@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -183,7 +184,17 @@ Inputs RowAlone(const Case& c, const Inputs& in, int64_t row) {
   const auto* got = static_cast<const uint8_t*>(all.data()) + size_t(row) * row_bytes;
   if (alone.bytes() == row_bytes && std::memcmp(got, alone.data(), row_bytes) == 0)
     return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "row " << row << " differs from the row alone";
+  if (alone.bytes() != row_bytes) return ::testing::AssertionFailure() << "row " << row << ": sizes differ";
+  const size_t element = row_bytes / size_t(all.size() / rows);
+  size_t at = 0;
+  while (std::memcmp(got + at, static_cast<const uint8_t*>(alone.data()) + at, element) == 0) at += element;
+  uint32_t in_all = 0, in_alone = 0;
+  std::memcpy(&in_all, got + at, element);
+  std::memcpy(&in_alone, static_cast<const uint8_t*>(alone.data()) + at, element);
+  char bits[64];
+  std::snprintf(bits, sizeof bits, "bits 0x%x against 0x%x", unsigned(in_all), unsigned(in_alone));
+  return ::testing::AssertionFailure() << "row " << row << " differs from the row alone at column " << at / element
+                                       << ": " << bits;
 }
 
 // A row of a many-row call is bit for bit that row called alone, forward (y, rstd) and backward (dx):

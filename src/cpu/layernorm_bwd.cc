@@ -176,7 +176,9 @@ class LayerNormBackwardKernel {
     return SavedRstdUsable(*rstd) && *rstd <= kMaxF32Rstd && std::isfinite(mean->hi);
   }
 
-  void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
+  // Out of line and not vectorized, as RareForwardRow (see rare_rows.h).
+  RMSNORM_RARE_ROW_FUNCTION void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw,
+                                            float* db) const {
     for (int64_t i = c0; i < c1; ++i) {
       const double dy = ToDouble(dy_[at + i]);
       const double xhat = (ToDouble(x_[at + i]) - s.rare_mean) * s.rare_rstd;

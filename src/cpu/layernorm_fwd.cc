@@ -83,14 +83,8 @@ class LayerNormForwardKernel {
     T* out = y_ + row * p_.cols + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
-    if (s.rare) {
-      for (int64_t i = 0; i < c1 - c0; ++i) {
-        const double bias = kBias ? double(b[i]) : 0.0;
-        const double xhat = (ToDouble(in[i]) - s.rare_mean) * s.rare_rstd;
-        StoreDouble(xhat * GainDouble(kWeight ? w : nullptr, i) + bias, out + i);
-      }
-      return;
-    }
+    if (s.rare)
+      return RareForwardRow(in, out, c1 - c0, s.rare_mean, s.rare_rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
     const DF d;
     const VF mean_hi = hn::Set(d, s.mean.hi), mean_lo = hn::Set(d, s.mean.lo);
     const VF rstd = hn::Set(d, s.rstd);

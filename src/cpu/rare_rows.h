@@ -61,6 +61,27 @@ void MomentsDouble(const T* x, int64_t n, double* mean, double* centered_squares
 // The gain (see EffectiveGain), or 1 without weights.
 inline double GainDouble(const float* gain, int64_t i) { return gain ? double(gain[i]) : 1.0; }
 
+// Not vectorized, and out of line: one machine-code instance per storage type, shared by every SIMD
+// target and by every caller (a row alone or in a group). Where two NaNs meet (a NaN row and a NaN
+// gain), which payload survives depends on the operand order of the instruction, which a vectorized or
+// differently inlined copy may swap.
+#if defined(__GNUC__) && !defined(__clang__)
+#define RMSNORM_RARE_ROW_FUNCTION [[gnu::noinline, gnu::optimize("no-tree-vectorize")]]
+#else
+#define RMSNORM_RARE_ROW_FUNCTION [[gnu::noinline]]
+#endif
+
+// A forward's rare row, columns [0, n): y = ((x - mean) * rstd) * g + b in double (mean 0 for the
+// RMSNorm family, where x - 0 is x). gain, bias: (n) f32 or null (g = 1, b = 0).
+template <class T>
+RMSNORM_RARE_ROW_FUNCTION void RareForwardRow(const T* x, T* y, int64_t n, double mean, double rstd, const float* gain,
+                                              const float* bias) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double xhat = (ToDouble(x[i]) - mean) * rstd;
+    StoreDouble(xhat * GainDouble(gain, i) + (bias ? double(bias[i]) : 0.0), y + i);
+  }
+}
+
 }  // namespace rmsnorm::cpu
 
 #endif  // RMSNORM_SRC_CPU_RARE_ROWS_H_

@@ -90,14 +90,7 @@ class RmsForwardKernel {
     T* out = y_ + row * p_.cols + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
-    if (s.rare) {
-      for (int64_t i = 0; i < c1 - c0; ++i) {
-        const double bias = kBias ? double(b[i]) : 0.0;
-        StoreDouble(ToDouble(in[i]) * s.rare_rstd * GainDouble(kWeight ? w : nullptr, i) + bias,
-                    out + i);
-      }
-      return;
-    }
+    if (s.rare) return RareForwardRow(in, out, c1 - c0, 0.0, s.rare_rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_,
