@@ -404,8 +404,9 @@ HWY_INLINE float FoldPartials(float* p) {
 // of the range, where count = min(N, n - i) columns lie inside it (0 past its end): columns past the
 // range must get the values of zero inputs. Q = 16 / N. Targets with Q > 4 (the scalar one) keep 4
 // vectors of partials in registers and make Q / 4 passes over the range, each for other partials.
-// Each value body is written once per vector of partials held (not per block kind or per column of
-// the fold): every inlined copy multiplies the kernels' compile time, under the sanitizers most.
+// Each value body is inlined twice per vector of partials held, for whole blocks and for the last
+// one (not once per column of the fold): every inlined copy adds to the kernels' compile time, under
+// the sanitizers most.
 template <size_t Q, size_t K, class Value>
 HWY_INLINE void CanonicalSumsQ(DF d, size_t n, const Value& value, float* sums) {
   constexpr size_t N = kSumPartials / Q;
@@ -414,27 +415,31 @@ HWY_INLINE void CanonicalSumsQ(DF d, size_t n, const Value& value, float* sums) 
   const VF zero = hn::Zero(d);
   for (size_t q0 = 0; q0 < Q; q0 += kHeld) {
     VF a0 = zero, a1 = zero, a2 = zero, a3 = zero, b0 = zero, b1 = zero, b2 = zero, b3 = zero;
-    // Adds t of partial vector q of the block at `base` into (acc_a, acc_b).
-    const auto fold = [&](size_t base, size_t q, VF& acc_a, VF& acc_b) RMSNORM_INLINE_LAMBDA {
+    // Adds t of partial vector q of the block at `base` into (acc_a, acc_b). `full` (std::true_type for
+    // a block inside the range) makes every count N at compile time, so value's tail branches fold away.
+    const auto fold = [&](size_t base, size_t q, auto full, VF& acc_a, VF& acc_b) RMSNORM_INLINE_LAMBDA {
       VF t_a = zero, t_b = zero;
       for (size_t k = 0; k < 4; ++k) {
         const size_t i = base + (q + k * Q) * N;
         VF a = zero, b = zero;
-        value(i, i >= n ? 0 : HWY_MIN(N, n - i), a, b);
+        value(i, decltype(full)::value ? N : (i >= n ? 0 : HWY_MIN(N, n - i)), a, b);
         t_a = k == 0 ? a : hn::Add(t_a, a);
         if constexpr (K == 2) t_b = k == 0 ? b : hn::Add(t_b, b);
       }
       acc_a = hn::Add(acc_a, t_a);
       if constexpr (K == 2) acc_b = hn::Add(acc_b, t_b);
     };
-    for (size_t base = 0; base < n; base += kSumBlock) {
-      fold(base, q0, a0, b0);
-      if constexpr (kHeld >= 2) fold(base, q0 + 1, a1, b1);
+    const auto block = [&](size_t base, auto full) RMSNORM_INLINE_LAMBDA {
+      fold(base, q0, full, a0, b0);
+      if constexpr (kHeld >= 2) fold(base, q0 + 1, full, a1, b1);
       if constexpr (kHeld >= 4) {
-        fold(base, q0 + 2, a2, b2);
-        fold(base, q0 + 3, a3, b3);
+        fold(base, q0 + 2, full, a2, b2);
+        fold(base, q0 + 3, full, a3, b3);
       }
-    }
+    };
+    size_t base = 0;
+    for (; base + kSumBlock <= n; base += kSumBlock) block(base, std::true_type{});
+    if (base < n) block(base, std::false_type{});
     const auto store = [&](size_t j, VF acc_a, VF acc_b) RMSNORM_INLINE_LAMBDA {
       hn::Store(acc_a, d, partials[0] + (q0 + j) * N);
       if constexpr (K == 2) hn::Store(acc_b, d, partials[K - 1] + (q0 + j) * N);
