@@ -29,9 +29,13 @@ help:
 	@echo "make repro   the longer reproduction: several seeds, mean and spread"
 	@echo "make peers   ours against PyTorch and ONNX Runtime (bench/peers.py)"
 
+# Whether Debian package $$p is installed. dpkg-query -W, not dpkg -s: once an arm64 instance of a
+# package is installed beside the native one (make test-arm64), dpkg -s calls the bare name ambiguous.
+INSTALLED = dpkg-query -W -f='$${Status}\n' "$$p" 2> /dev/null | grep -q "ok installed"
+
 # Installs only the Debian packages that are missing.
 deps:
-	@missing=""; for p in $(APT_PACKAGES); do dpkg -s "$$p" > /dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(APT_PACKAGES); do $(INSTALLED) || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "== apt-get install$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing > /dev/null; \
@@ -116,7 +120,7 @@ ARM64_CTEST_EXCLUDE := ^install_test$$|^kernels_with_streaming_stores$$
 # Installs only the packages that are missing (the arm64 ones from Debian's multiarch archive).
 deps-arm64:
 	@dpkg --print-foreign-architectures | grep -qx arm64 || $(SUDO) dpkg --add-architecture arm64; \
-	missing=""; for p in $(ARM64_APT_PACKAGES); do dpkg -s "$$p" > /dev/null 2>&1 || missing="$$missing $$p"; done; \
+	missing=""; for p in $(ARM64_APT_PACKAGES); do $(INSTALLED) || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "== apt-get install$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing > /dev/null; \
