@@ -56,12 +56,20 @@ int64_t CompiledTarget(const char* name) {
 // Targets at or below `target` in Highway's order (a higher bit is a lesser target); all for 0.
 int64_t AtOrBelow(int64_t target) { return target == 0 ? ~int64_t{0} : ~(target - 1); }
 
-// The limit RMSNORM_CPU_TARGET sets: its target, or 0 for none.
+// The limit `name` sets: its target, or 0 (no limit) for null, "" or "auto"; false for a name this
+// build does not have.
+bool LimitFor(const char* name, int64_t* limit) {
+  *limit = 0;
+  if (name == nullptr || *name == '\0' || SameName(name, "auto")) return true;
+  *limit = CompiledTarget(name);
+  return *limit != 0;
+}
+
+// The limit RMSNORM_CPU_TARGET sets, or 0 for none.
 int64_t LimitFromEnvironment() {
   const char* env = std::getenv("RMSNORM_CPU_TARGET");
-  if (env == nullptr || *env == '\0' || SameName(env, "auto")) return 0;
-  const int64_t limit = CompiledTarget(env);
-  if (limit == 0)
+  int64_t limit;
+  if (!LimitFor(env, &limit))
     std::fprintf(stderr, "rmsnorm: RMSNORM_CPU_TARGET=%s is not a target of this build (%s, or auto); using the best the CPU has\n",
                  env, CompiledTargetNames().c_str());
   return limit;
@@ -82,14 +90,11 @@ hwy::ChosenTarget& Chosen() {
 size_t ChosenTargetIndex() { return Chosen().GetIndex(); }
 
 bool SetTarget(const char* name, std::string* error) {
-  int64_t limit = 0;
-  if (name != nullptr && *name != '\0' && !SameName(name, "auto")) {
-    limit = CompiledTarget(name);
-    if (limit == 0) {
-      *error = std::string("unknown CPU target \"") + name + "\": this build has " + CompiledTargetNames() +
-               " (or \"auto\" for the best the CPU has)";
-      return false;
-    }
+  int64_t limit;
+  if (!LimitFor(name, &limit)) {
+    *error = std::string("unknown CPU target \"") + name + "\": this build has " + CompiledTargetNames() +
+             " (or \"auto\" for the best the CPU has)";
+    return false;
   }
   Chosen().Update(hwy::SupportedTargets() & AtOrBelow(limit));
   return true;
