@@ -12,18 +12,19 @@ struct OpDirection {
   Direction direction;
 };
 
-// Every op in every direction it has (the fused residual add is forward-only in the C ABI).
+// Every norm of the registry in every direction it has (the fused residual add is forward-only in the
+// C ABI), in the registry's order.
 const std::vector<OpDirection>& OpDirections() {
-  static const std::vector<OpDirection> all = {
-      {Op::kRmsNorm, Direction::kForward},    {Op::kRmsNorm, Direction::kBackward},
-      {Op::kRmsNorm, Direction::kForwardBackward},
-      {Op::kPRmsNorm, Direction::kForward},   {Op::kPRmsNorm, Direction::kBackward},
-      {Op::kPRmsNorm, Direction::kForwardBackward},
-      {Op::kLayerNorm, Direction::kForward},  {Op::kLayerNorm, Direction::kBackward},
-      {Op::kLayerNorm, Direction::kForwardBackward},
-      {Op::kL2Norm, Direction::kForward},     {Op::kL2Norm, Direction::kBackward},
-      {Op::kAddRmsNorm, Direction::kForward},
-  };
+  static const std::vector<OpDirection> all = [] {
+    std::vector<OpDirection> v;
+    for (const rmsnorm::registry::NormInfo& norm : rmsnorm::registry::kNorms) {
+      v.push_back({norm.norm, Direction::kForward});
+      if (norm.fused_add()) continue;
+      v.push_back({norm.norm, Direction::kBackward});
+      v.push_back({norm.norm, Direction::kForwardBackward});
+    }
+    return v;
+  }();
   return all;
 }
 
@@ -36,7 +37,11 @@ const std::vector<Shape>& DefaultShapes() {
 }
 
 const std::vector<rmsnorm_dtype>& DefaultDtypes() {
-  static const std::vector<rmsnorm_dtype> dtypes = {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16};
+  static const std::vector<rmsnorm_dtype> dtypes = [] {
+    std::vector<rmsnorm_dtype> v;
+    for (const rmsnorm::registry::DtypeInfo& d : rmsnorm::registry::kDtypes) v.push_back(d.code);
+    return v;
+  }();
   return dtypes;
 }
 
@@ -49,16 +54,7 @@ bool IsKeyCase(const Case& c) {
 
 }  // namespace
 
-const char* OpName(Op op) {
-  switch (op) {
-    case Op::kRmsNorm: return "rmsnorm";
-    case Op::kPRmsNorm: return "prmsnorm";
-    case Op::kLayerNorm: return "layernorm";
-    case Op::kL2Norm: return "l2norm";
-    case Op::kAddRmsNorm: return "add_rmsnorm";
-  }
-  return "?";
-}
+const char* OpName(Op op) { return rmsnorm::registry::Info(op).name; }
 
 std::string OpLabel(Op op) {
   if (op == Op::kPRmsNorm) return "prmsnorm(6.25%)";

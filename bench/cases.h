@@ -7,12 +7,14 @@
 #include <string>
 #include <vector>
 
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.h"
 #include "stream.h"
 
 namespace rmsnorm_bench {
 
-enum class Op { kRmsNorm, kPRmsNorm, kLayerNorm, kL2Norm, kAddRmsNorm };
+// What a case measures: a norm of registry/norms.inc (add_rmsnorm: the fused residual add).
+using Op = rmsnorm::registry::Norm;
 enum class Direction { kForward, kBackward, kForwardBackward };
 
 // pRMSNorm's p throughout: the paper's 6.25%.

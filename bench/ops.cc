@@ -42,39 +42,31 @@ OpCall::OpCall(const Case& c, Workspace& workspace)
   }
 }
 
-void OpCall::Forward() {
-  switch (case_.op) {
-    case Op::kRmsNorm:
-    case Op::kPRmsNorm:
-      return Check(rmsnorm_forward(&config_, x_, weight_, nullptr, y_, rstd_.data()), "rmsnorm_forward");
-    case Op::kLayerNorm:
-      return Check(rmsnorm_layernorm_forward(&config_, x_, weight_, bias_, y_, mean_.data(), rstd_.data()),
-                   "rmsnorm_layernorm_forward");
-    case Op::kL2Norm:
-      return Check(rmsnorm_l2norm_forward(&config_, x_, weight_, nullptr, y_, rstd_.data()), "rmsnorm_l2norm_forward");
-    case Op::kAddRmsNorm:
-      return Check(rmsnorm_add_forward(&config_, x_, residual_, weight_, nullptr, y_, residual_out_, rstd_.data()),
-                   "rmsnorm_add_forward");
-  }
+// The case's operation of registry/ops.inc, each taking the tensors it lists.
+void OpCall::Call(rmsnorm::registry::Op op_id) {
+  namespace reg = rmsnorm::registry;
+  const reg::OpInfo& op = reg::Info(op_id);
+  reg::TensorPointers t;
+  t.Set(reg::kX, x_);
+  t.Set(reg::kResidual, residual_);
+  t.Set(reg::kWeight, weight_);
+  t.Set(reg::kBias, bias_);
+  t[reg::kY] = y_;
+  t[reg::kResidualOut] = residual_out_;
+  t[reg::kMean] = mean_.data();
+  t[reg::kRstd] = rstd_.data();
+  t.Set(reg::kDy, dy_);
+  t[reg::kDx] = dx_;
+  t[reg::kDweight] = dweight_.empty() ? nullptr : dweight_.data();
+  t[reg::kDbias] = dbias_.empty() ? nullptr : dbias_.data();
+  Check(op.Call(&config_, t), op.c_function);
 }
 
+void OpCall::Forward() { Call(rmsnorm::registry::Info(case_.op).forward); }
+
 void OpCall::Backward() {
-  float* dbias = dbias_.empty() ? nullptr : dbias_.data();
-  switch (case_.op) {
-    case Op::kRmsNorm:
-    case Op::kPRmsNorm:
-      return Check(rmsnorm_backward(&config_, dy_, x_, weight_, rstd_.data(), dx_, dweight_.data(), dbias),
-                   "rmsnorm_backward");
-    case Op::kLayerNorm:
-      return Check(rmsnorm_layernorm_backward(&config_, dy_, x_, weight_, mean_.data(), rstd_.data(), dx_,
-                                              dweight_.data(), dbias),
-                   "rmsnorm_layernorm_backward");
-    case Op::kL2Norm:
-      return Check(rmsnorm_l2norm_backward(&config_, dy_, x_, weight_, rstd_.data(), dx_, dweight_.data(), dbias),
-                   "rmsnorm_l2norm_backward");
-    case Op::kAddRmsNorm:
-      throw std::runtime_error("add_rmsnorm has no backward in the C ABI");
-  }
+  if (rmsnorm::registry::Info(case_.op).fused_add()) throw std::runtime_error("add_rmsnorm has no backward in the C ABI");
+  Call(rmsnorm::registry::Info(case_.op).backward);
 }
 
 void OpCall::Run() {

@@ -22,6 +22,7 @@ class OpCall {
   void Run();
 
  private:
+  void Call(rmsnorm::registry::Op op);
   void Forward();
   void Backward();
 

@@ -140,9 +140,11 @@ void RangeOf(StreamLoop loop, size_t begin, size_t end, const StreamOperands& o)
 void StreamRange(int loop, int dtype, size_t begin, size_t end, const StreamOperands& operands) {
   const auto l = static_cast<StreamLoop>(loop);
   switch (static_cast<rmsnorm_dtype>(dtype)) {
-    case RMSNORM_F32: return RangeOf<float>(l, begin, end, operands);
-    case RMSNORM_BF16: return RangeOf<hwy::bfloat16_t>(l, begin, end, operands);
-    case RMSNORM_F16: return RangeOf<hwy::float16_t>(l, begin, end, operands);
+#define RMSNORM_DTYPE(Id, code, name, Storage, KernelStorage, ...) \
+  case code:                                                     \
+    return RangeOf<KernelStorage>(l, begin, end, operands);
+#include "registry/dtypes.inc"
+#undef RMSNORM_DTYPE
   }
 }
 

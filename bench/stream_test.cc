@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.hpp"
 #include "stream.h"
 
@@ -34,23 +35,20 @@ class Padded {
   }
 
  private:
-  size_t Size() const { return dtype_ == RMSNORM_F32 ? 4 : 2; }
+  size_t Size() const { return rmsnorm::registry::DtypeSize(dtype_); }
   float GetRaw(size_t i) const {
-    const uint8_t* p = bytes_.data() + i * Size();
-    if (dtype_ == RMSNORM_F32) {
-      float v;
-      std::memcpy(&v, p, 4);
-      return v;
-    }
-    uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    return dtype_ == RMSNORM_BF16 ? float(rmsnorm::bf16::from_bits(bits)) : float(rmsnorm::f16::from_bits(bits));
+    float v = 0.0f;
+    rmsnorm::registry::WithStorage(dtype_, [&](auto storage) {
+      std::memcpy(&storage, bytes_.data() + i * Size(), sizeof storage);
+      v = rmsnorm::registry::ToFloat(storage);
+    });
+    return v;
   }
   void SetRaw(size_t i, float v) {
-    uint8_t* p = bytes_.data() + i * Size();
-    if (dtype_ == RMSNORM_F32) return void(std::memcpy(p, &v, 4));
-    const uint16_t bits = dtype_ == RMSNORM_BF16 ? rmsnorm::bf16(v).bits : rmsnorm::f16(v).bits;
-    std::memcpy(p, &bits, 2);
+    rmsnorm::registry::WithStorage(dtype_, [&](auto storage) {
+      storage = rmsnorm::registry::FromFloat<decltype(storage)>(v);
+      std::memcpy(bytes_.data() + i * Size(), &storage, sizeof storage);
+    });
   }
 
   rmsnorm_dtype dtype_;
@@ -83,12 +81,12 @@ bool WritesQ(StreamLoop loop) { return loop == StreamLoop::kAddScale || loop == 
 TEST(StreamLoops, WriteExactlyTheirRange) {
   const StreamLoop loops[] = {StreamLoop::kScale, StreamLoop::kTriad, StreamLoop::kAddScale,
                               StreamLoop::kScaleThenTriad};
-  const rmsnorm_dtype dtypes[] = {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16};
   std::vector<size_t> lengths;
   for (size_t n = 0; n <= 70; ++n) lengths.push_back(n);
   lengths.insert(lengths.end(), {127, 128, 129, 4096, 4096 + 13});
   for (StreamLoop loop : loops) {
-    for (rmsnorm_dtype dtype : dtypes) {
+    for (const rmsnorm::registry::DtypeInfo& info : rmsnorm::registry::kDtypes) {
+      const rmsnorm_dtype dtype = info.code;
       for (size_t n : lengths) {
         for (int threads : {1, 2}) {
           SCOPED_TRACE(std::string(StreamLoopName(loop)) + " dtype " + std::to_string(int(dtype)) + " n " +

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.hpp"
 
 namespace rmsnorm_bench {
@@ -41,16 +42,9 @@ void ParallelRanges(size_t n, const Fn& fn) {
 
 }  // namespace
 
-size_t DtypeSize(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
+size_t DtypeSize(rmsnorm_dtype dtype) { return rmsnorm::registry::DtypeSize(dtype); }
 
-const char* DtypeName(rmsnorm_dtype dtype) {
-  switch (dtype) {
-    case RMSNORM_F32: return "f32";
-    case RMSNORM_BF16: return "bf16";
-    case RMSNORM_F16: return "f16";
-  }
-  return "?";
-}
+const char* DtypeName(rmsnorm_dtype dtype) { return rmsnorm::registry::DtypeName(dtype); }
 
 void Tensor::Free::operator()(void* p) const { std::free(p); }
 
@@ -65,23 +59,11 @@ Tensor::Tensor(rmsnorm_dtype dtype, size_t elements) : dtype_(dtype), elements_(
 
 void Tensor::FillRandom(uint64_t seed) {
   ParallelRanges(elements_, [&](size_t begin, size_t end) {
-    switch (dtype_) {
-      case RMSNORM_F32: {
-        float* out = static_cast<float*>(data());
-        for (size_t i = begin; i < end; ++i) out[i] = ValueAt(seed, i);
-        break;
-      }
-      case RMSNORM_BF16: {
-        auto* out = static_cast<rmsnorm::bf16*>(data());
-        for (size_t i = begin; i < end; ++i) out[i] = rmsnorm::bf16(ValueAt(seed, i));
-        break;
-      }
-      case RMSNORM_F16: {
-        auto* out = static_cast<rmsnorm::f16*>(data());
-        for (size_t i = begin; i < end; ++i) out[i] = rmsnorm::f16(ValueAt(seed, i));
-        break;
-      }
-    }
+    rmsnorm::registry::WithStorage(dtype_, [&](auto storage) {
+      using Storage = decltype(storage);
+      Storage* out = static_cast<Storage*>(data());
+      for (size_t i = begin; i < end; ++i) out[i] = rmsnorm::registry::FromFloat<Storage>(ValueAt(seed, i));
+    });
   });
 }
 

@@ -15,7 +15,7 @@
 namespace rmsnorm::test {
 namespace {
 
-const Op kAllOps[] = {Op::kRms, Op::kL2, Op::kLayer, Op::kAddRms};
+const Op kAllOps[] = {Op::kRmsNorm, Op::kL2Norm, Op::kLayerNorm, Op::kAddRmsNorm};
 
 // Scales row `row` of x so that its largest magnitude is `largest`.
 void ScaleRow(const Case& c, Inputs& in, int64_t row, double largest) {
@@ -55,7 +55,7 @@ TEST(Edge, AnyFiniteMagnitudeWithZeroEps) {
         c.eps = 0.0f;
         c.bias = true;
         Inputs in = MakeInputs(c);
-        if (op == Op::kAddRms) in.residual = RowTensor(dtype, c.rows, c.cols);  // all zeros: h = x
+        if (op == Op::kAddRmsNorm) in.residual = RowTensor(dtype, c.rows, c.cols);  // all zeros: h = x
         ScaleRow(c, in, 1, scale);  // rows 0 and 2 stay ordinary: each row takes its own path
         ExpectMatchesReference(c, in);
         const Outputs got = RunForward(c, in, RMSNORM_BACKEND_AUTO);
@@ -74,7 +74,7 @@ TEST(Edge, LongRowsAtExtremeMagnitudes) {
       c.cols = 40000;  // several reduction chunks
       c.eps = 0.0f;
       Inputs in = MakeInputs(c);
-      if (op == Op::kAddRms) in.residual = RowTensor(c.dtype, c.rows, c.cols);
+      if (op == Op::kAddRmsNorm) in.residual = RowTensor(c.dtype, c.rows, c.cols);
       ScaleRow(c, in, 0, scale);
       ExpectMatchesReference(c, in);
     }
@@ -93,7 +93,7 @@ TEST(Edge, ExtremeGradients) {
       c.cols = 24;
       c.eps = 0.0f;
       Inputs in = MakeInputs(c);
-      if (op == Op::kAddRms) in.residual = RowTensor(c.dtype, c.rows, c.cols);
+      if (op == Op::kAddRmsNorm) in.residual = RowTensor(c.dtype, c.rows, c.cols);
       ScaleRow(c, in, 1, row_scale);
       for (int64_t i = c.cols; i < 2 * c.cols; ++i) in.dy.set(i, in.dy.get(i) * dy_scale);
       SCOPED_TRACE("row scale " + std::to_string(row_scale) + ", dy scale " + std::to_string(dy_scale));
@@ -126,7 +126,7 @@ TEST(Edge, PartialCorrectionBeyondF32) {
 TEST(Edge, LayerNormLargeMeanSmallSpread) {
   {
     Case c;
-    c.op = Op::kLayer;
+    c.op = Op::kLayerNorm;
     c.rows = 1;
     c.cols = 2;
     c.eps = 0.0f;
@@ -140,7 +140,7 @@ TEST(Edge, LayerNormLargeMeanSmallSpread) {
   }
   for (int64_t cols : {64, 40000}) {
     Case c;
-    c.op = Op::kLayer;
+    c.op = Op::kLayerNorm;
     c.rows = 2;
     c.cols = cols;
     c.bias = true;
@@ -153,7 +153,7 @@ TEST(Edge, LayerNormLargeMeanSmallSpread) {
 // Chunks of moderate values whose merged variance is beyond f32's squared range.
 TEST(Edge, LayerNormVarianceBeyondF32) {
   Case c;
-  c.op = Op::kLayer;
+  c.op = Op::kLayerNorm;
   c.rows = 1;
   c.cols = 49153;
   c.eps = 0.0f;
@@ -170,7 +170,7 @@ TEST(Edge, LayerNormVarianceBeyondF32) {
 
 TEST(Edge, ZeroRowWithZeroEpsGivesZerosNotNaN) {
   for (Op op : kAllOps) {
-    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16}) {
+    for (rmsnorm_dtype dtype : AllDtypes()) {
       Case c;
       c.op = op;
       c.dtype = dtype;
@@ -179,9 +179,9 @@ TEST(Edge, ZeroRowWithZeroEpsGivesZerosNotNaN) {
       c.eps = 0.0f;
       c.bias = true;
       Inputs in = MakeInputs(c);
-      if (op == Op::kAddRms) in.residual = RowTensor(dtype, c.rows, c.cols);
+      if (op == Op::kAddRmsNorm) in.residual = RowTensor(dtype, c.rows, c.cols);
       // Row 1: all zeros, or for LayerNorm all equal (zero variance).
-      for (int64_t i = 0; i < c.cols; ++i) in.x.set(c.cols + i, op == Op::kLayer ? 2.5 : 0.0);
+      for (int64_t i = 0; i < c.cols; ++i) in.x.set(c.cols + i, op == Op::kLayerNorm ? 2.5 : 0.0);
       SCOPED_TRACE(c.Name());
       const Outputs f = RunForward(c, in, RMSNORM_BACKEND_AUTO);
       EXPECT_EQ(0.0f, f.rstd[1]);
@@ -238,7 +238,7 @@ TEST(Edge, NaNAndInfinityStayInTheirRow) {
 // ---- In place -----------------------------------------------------------------------------------
 
 TEST(Edge, InPlaceCallsMatchOutOfPlace) {
-  for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16}) {
+  for (rmsnorm_dtype dtype : AllDtypes()) {
     for (int64_t cols : {33, 40000}) {
       Case c;
       c.dtype = dtype;
@@ -259,7 +259,7 @@ TEST(Edge, InPlaceCallsMatchOutOfPlace) {
 
       RowTensor l = in.x;
       Case lc = c;
-      lc.op = Op::kLayer;
+      lc.op = Op::kLayerNorm;
       lc.partial = 1.0f;
       const rmsnorm_config lconfig = lc.Config();
       ASSERT_EQ(RMSNORM_OK, rmsnorm_layernorm_forward(&lconfig, l.data(), w, bias, l.data(), nullptr, nullptr));
@@ -267,7 +267,7 @@ TEST(Edge, InPlaceCallsMatchOutOfPlace) {
 
       // Fused add: residual_out over residual, over x; y over x, over residual.
       Case ac = c;
-      ac.op = Op::kAddRms;
+      ac.op = Op::kAddRmsNorm;
       const Outputs add = RunForward(ac, in, RMSNORM_BACKEND_AUTO);
       {
         RowTensor residual = in.residual, out(dtype, c.rows, c.cols);
@@ -313,9 +313,9 @@ TEST(Edge, InPlaceCallsMatchOutOfPlace) {
 
 // The fused add is the add then the norm, bit for bit.
 TEST(Edge, FusedAddEqualsAddThenNorm) {
-  for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16}) {
+  for (rmsnorm_dtype dtype : AllDtypes()) {
     Case c;
-    c.op = Op::kAddRms;
+    c.op = Op::kAddRmsNorm;
     c.dtype = dtype;
     c.rows = 5;
     c.cols = 300;
@@ -323,7 +323,7 @@ TEST(Edge, FusedAddEqualsAddThenNorm) {
     const Inputs in = MakeInputs(c);
     const Outputs fused = RunForward(c, in, RMSNORM_BACKEND_AUTO);
     Case plain = c;
-    plain.op = Op::kRms;
+    plain.op = Op::kRmsNorm;
     Inputs h = in;
     h.x = fused.residual_out;
     for (int64_t i = 0; i < c.rows * c.cols; ++i) {
@@ -360,7 +360,7 @@ TEST(Edge, BitwiseIdenticalForAnyThreadCount) {
           ScopedThreads scoped(threads);
           const Outputs f = RunForward(c, in, RMSNORM_BACKEND_AUTO);
           const Outputs b = RunBackward(c, in, &f, RMSNORM_BACKEND_AUTO);
-          const Outputs r = op == Op::kAddRms ? b : RunBackward(c, in, nullptr, RMSNORM_BACKEND_AUTO);
+          const Outputs r = op == Op::kAddRmsNorm ? b : RunBackward(c, in, nullptr, RMSNORM_BACKEND_AUTO);
           if (threads == 1) {
             first_forward = f;
             first_backward = b;
@@ -391,7 +391,7 @@ TEST(Edge, ThreadCountSetting) {
 // ---- Sizes --------------------------------------------------------------------------------------
 
 TEST(Edge, VeryLongRows) {
-  for (Op op : {Op::kRms, Op::kLayer}) {
+  for (Op op : {Op::kRmsNorm, Op::kLayerNorm}) {
     Case c;
     c.op = op;
     c.rows = 1;
@@ -426,7 +426,7 @@ TEST(Edge, ElementAlignedButNotVectorAlignedData) {
     c.cols = 45;
     const Inputs in = MakeInputs(c);
     const Outputs expected = RunForward(c, in, RMSNORM_BACKEND_AUTO);
-    const size_t size = dtype == RMSNORM_F32 ? 4 : 2;
+    const size_t size = registry::DtypeSize(dtype);
     const size_t bytes = size_t(c.rows * c.cols) * size;
     std::vector<uint8_t> x(bytes + 64), y(bytes + 64);
     const size_t offset = size;  // one element past a 64-byte boundary at most

@@ -37,8 +37,8 @@ Problem ProblemFor(const GradCase& g) {
   p.cols = g.cols;
   p.eps = g.eps;
   p.weight_offset = g.offset;
-  p.k = g.op == Op::kRms || g.op == Op::kAddRms ? rmsnorm_partial_size(g.cols, g.partial) : g.cols;
-  p.divisor = g.op == Op::kL2 ? 1 : p.k;
+  p.k = g.op == Op::kRmsNorm || g.op == Op::kAddRmsNorm ? rmsnorm_partial_size(g.cols, g.partial) : g.cols;
+  p.divisor = g.op == Op::kL2Norm ? 1 : p.k;
   return p;
 }
 
@@ -74,14 +74,14 @@ void ForwardDouble(const GradCase& g, const Params& p, std::vector<double>* y, s
   h->resize(p.x.size());
   ref::Forward<double, double> f;
   f.x = p.x.data();
-  f.residual = g.op == Op::kAddRms ? p.residual.data() : nullptr;
+  f.residual = g.op == Op::kAddRmsNorm ? p.residual.data() : nullptr;
   f.residual_out = h->data();
   f.weight = g.weight ? p.weight.data() : nullptr;
   f.bias = g.bias ? p.bias.data() : nullptr;
   f.y = y->data();
   f.mean = mean;
   f.rstd = rstd;
-  g.op == Op::kLayer ? ref::LayerNormForward(ProblemFor(g), f) : ref::RmsForward(ProblemFor(g), f);
+  g.op == Op::kLayerNorm ? ref::LayerNormForward(ProblemFor(g), f) : ref::RmsForward(ProblemFor(g), f);
 }
 
 // The loss sum(dy * y) of the reference forward in double.
@@ -127,14 +127,14 @@ Grads ReferenceGradient(const GradCase& g, const Params& p, bool saved) {
   Grads grads{std::vector<double>(p.x.size()), std::vector<double>(size_t(g.cols)), std::vector<double>(size_t(g.cols))};
   ref::Backward<double, double> b;
   b.dy = p.dy.data();
-  b.x = g.op == Op::kAddRms ? h.data() : p.x.data();
+  b.x = g.op == Op::kAddRmsNorm ? h.data() : p.x.data();
   b.weight = g.weight ? p.weight.data() : nullptr;
   b.mean = saved ? mean.data() : nullptr;
   b.rstd = saved ? rstd.data() : nullptr;
   b.dx = grads.dx.data();
   b.dweight = grads.dweight.data();
   b.dbias = grads.dbias.data();
-  g.op == Op::kLayer ? ref::LayerNormBackward(problem, b) : ref::RmsBackward(problem, b);
+  g.op == Op::kLayerNorm ? ref::LayerNormBackward(problem, b) : ref::RmsBackward(problem, b);
   return grads;
 }
 
@@ -194,7 +194,7 @@ void CheckGradients(const GradCase& g, uint32_t seed) {
     if (g.weight) ExpectClose("dweight", ref.dweight, dweight, 1e-7);
     if (g.bias) ExpectClose("dbias", ref.dbias, dbias, 1e-7);
   }
-  if (g.op == Op::kAddRms) {
+  if (g.op == Op::kAddRmsNorm) {
     // x and residual enter as their sum: the same gradient reaches both.
     ExpectClose("dresidual", ReferenceGradient(g, p, true).dx, NumericalGradient(g, p, &Params::residual), 1e-7);
   }
@@ -207,10 +207,10 @@ void CheckGradients(const GradCase& g, uint32_t seed) {
 
 TEST(Gradients, MatchFiniteDifferences) {
   uint32_t seed = 1;
-  for (Op op : {Op::kRms, Op::kL2, Op::kLayer, Op::kAddRms}) {
+  for (Op op : {Op::kRmsNorm, Op::kL2Norm, Op::kLayerNorm, Op::kAddRmsNorm}) {
     for (int64_t cols : {1, 2, 5, 16, 37}) {
       for (float partial : {1.0f, 0.5f, 0.25f}) {
-        if (partial != 1.0f && (op == Op::kL2 || op == Op::kLayer)) continue;
+        if (partial != 1.0f && (op == Op::kL2Norm || op == Op::kLayerNorm)) continue;
         for (float eps : {0.0f, 1e-2f}) {
           // cols = 1 with eps = 0 is a point where the norm is flat (y = sign(x)); skip the kink.
           if (cols == 1 && eps == 0.0f) continue;

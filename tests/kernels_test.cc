@@ -21,7 +21,7 @@ namespace {
 // 16384-column reduction chunk.
 const int64_t kCols[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 255, 257, 1000, 4097};
 const int64_t kLongCols[] = {8193, 16385, 40000};
-const rmsnorm_dtype kDtypes[] = {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16};
+const std::vector<rmsnorm_dtype>& kDtypes = AllDtypes();
 const float kPartials[] = {1.0f, 0.5f, 0.125f, 0.0625f};
 
 struct Affine {
@@ -34,7 +34,7 @@ const Affine kAffines[] = {{false, false, 0.0f}, {true, false, 0.0f}, {true, tru
 std::vector<Case> CasesFor(Op op, bool long_rows) {
   std::vector<Case> cases;
   uint32_t seed = 1;
-  const bool has_partial = op == Op::kRms || op == Op::kAddRms;
+  const bool has_partial = op == Op::kRmsNorm || op == Op::kAddRmsNorm;
   for (rmsnorm_dtype dtype : kDtypes) {
     for (const Affine& affine : kAffines) {
       for (float partial : kPartials) {
@@ -74,8 +74,8 @@ void ExpectMatchesReference(const Case& c) {
   const Tolerances ft = ForwardTolerances(c, in, ref);
   EXPECT_EQ("", Compare("y", Values(got.y), Values(ref.y), ft.y));
   EXPECT_EQ("", Compare("rstd", Values(got.rstd), Values(ref.rstd), ft.rstd));
-  if (c.op == Op::kLayer) EXPECT_EQ("", Compare("mean", Values(got.mean), Values(ref.mean), ft.mean));
-  if (c.op == Op::kAddRms) {
+  if (c.op == Op::kLayerNorm) EXPECT_EQ("", Compare("mean", Values(got.mean), Values(ref.mean), ft.mean));
+  if (c.op == Op::kAddRmsNorm) {
     // x + residual is rounded once to the dtype by both: identical.
     EXPECT_TRUE(got.residual_out.BitwiseEqual(ref.residual_out));
   }
@@ -83,7 +83,7 @@ void ExpectMatchesReference(const Case& c) {
   // Backward with the saved statistics, and recomputing them.
   const Tolerances bt = BackwardTolerances(c, in, ref);
   for (const Outputs* saved : {&ref, static_cast<const Outputs*>(nullptr)}) {
-    if (saved == nullptr && c.op == Op::kAddRms) continue;  // needs residual_out from the forward
+    if (saved == nullptr && c.op == Op::kAddRmsNorm) continue;  // needs residual_out from the forward
     SCOPED_TRACE(saved ? "saved statistics" : "recomputed statistics");
     const Outputs ref_grad = RunBackward(c, in, saved, RMSNORM_BACKEND_REFERENCE);
     const Outputs got_grad = RunBackward(c, in, saved, RMSNORM_BACKEND_AUTO);
@@ -114,7 +114,7 @@ TEST_P(KernelSweep, MatchesReference) {
 std::vector<SweepParam> SweepParams() {
   std::vector<SweepParam> params;
   for (int64_t target : AvailableTargets()) {
-    for (Op op : {Op::kRms, Op::kL2, Op::kLayer, Op::kAddRms}) {
+    for (Op op : {Op::kRmsNorm, Op::kL2Norm, Op::kLayerNorm, Op::kAddRmsNorm}) {
       params.push_back({target, op, false});
       params.push_back({target, op, true});
     }
@@ -131,7 +131,7 @@ INSTANTIATE_TEST_SUITE_P(EveryTarget, KernelSweep, ::testing::ValuesIn(SweepPara
 // More rows than one block, so the parameter gradients sum several block partials.
 TEST(Kernels, ManyRowsAcrossBlocks) {
   for (rmsnorm_dtype dtype : kDtypes) {
-    for (Op op : {Op::kRms, Op::kLayer}) {
+    for (Op op : {Op::kRmsNorm, Op::kLayerNorm}) {
       Case c;
       c.op = op;
       c.dtype = dtype;
@@ -160,7 +160,7 @@ Case WithBiasAndHalfK(Op op, rmsnorm_dtype dtype, int64_t rows, int64_t cols) {
   c.rows = rows;
   c.cols = cols;
   c.bias = true;
-  c.partial = op == Op::kRms ? 0.5f : 1.0f;
+  c.partial = op == Op::kRmsNorm ? 0.5f : 1.0f;
   return c;
 }
 
@@ -209,13 +209,13 @@ TEST(Kernels, EachRowAsIfAlone) {
   enum class Gain { kOrdinary, kHuge, kNaN, kInfinite };
   for (int64_t target : AvailableTargets()) {
     ScopedTarget scoped(target);
-    for (Op op : {Op::kRms, Op::kL2, Op::kLayer, Op::kAddRms}) {
+    for (Op op : {Op::kRmsNorm, Op::kL2Norm, Op::kLayerNorm, Op::kAddRmsNorm}) {
       for (rmsnorm_dtype dtype : kDtypes) {
         for (int64_t cols : {3, 7, 64, 100, 256, 1000}) {
           for (Gain gain : {Gain::kOrdinary, Gain::kHuge, Gain::kNaN, Gain::kInfinite}) {
             const Case c = WithBiasAndHalfK(op, dtype, 19, cols);
             Inputs in = MakeInputs(c);
-            if (op == Op::kAddRms) in.residual = RowTensor(dtype, c.rows, c.cols);
+            if (op == Op::kAddRmsNorm) in.residual = RowTensor(dtype, c.rows, c.cols);
             // Row 1: NaN and infinity past pRMSNorm's k; row 3: a NaN inside it.
             in.x.set(c.cols + c.cols - 1, nan);
             if (cols > 2) in.x.set(c.cols + c.cols - 2, -inf);
@@ -284,11 +284,11 @@ TEST(Kernels, NothingTouchedOutsideTheTensors) {
     for (rmsnorm_dtype dtype : kDtypes) {
       for (int64_t cols : {1, 3, 7, 9, 13, 33, 100}) {
         for (bool against_end : {true, false}) {
-          for (Op op : {Op::kRms, Op::kLayer, Op::kAddRms}) {
+          for (Op op : {Op::kRmsNorm, Op::kLayerNorm, Op::kAddRmsNorm}) {
             const Case c = WithBiasAndHalfK(op, dtype, 3, cols);
             SCOPED_TRACE(c.Name() + " on " + TargetName(target) + (against_end ? ", guard after" : ", guard before"));
             Inputs in = MakeInputs(c);
-            if (op == Op::kAddRms) in.residual = in.dy;
+            if (op == Op::kAddRmsNorm) in.residual = in.dy;
             const Outputs want = RunForward(c, in, RMSNORM_BACKEND_AUTO);
             const Outputs want_grad = RunBackward(c, in, &want, RMSNORM_BACKEND_AUTO);
             const size_t row_bytes = in.x.bytes();
@@ -300,11 +300,11 @@ TEST(Kernels, NothingTouchedOutsideTheTensors) {
             GuardedBytes dw(nullptr, col_bytes, against_end), db(nullptr, col_bytes, against_end);
             GuardedBytes mean(nullptr, per_row, against_end), rstd(nullptr, per_row, against_end);
             const rmsnorm_config config = c.Config();
-            if (op == Op::kRms) {
+            if (op == Op::kRmsNorm) {
               ASSERT_EQ(RMSNORM_OK, rmsnorm_forward(&config, x.data(), w.floats(), b.floats(), y.data(), rstd.floats()));
               ASSERT_EQ(RMSNORM_OK, rmsnorm_backward(&config, dy.data(), x.data(), w.floats(), rstd.floats(), dx.data(),
                                                      dw.floats(), db.floats()));
-            } else if (op == Op::kLayer) {
+            } else if (op == Op::kLayerNorm) {
               ASSERT_EQ(RMSNORM_OK, rmsnorm_layernorm_forward(&config, x.data(), w.floats(), b.floats(), y.data(),
                                                               mean.floats(), rstd.floats()));
               ASSERT_EQ(RMSNORM_OK, rmsnorm_layernorm_backward(&config, dy.data(), x.data(), w.floats(), mean.floats(),

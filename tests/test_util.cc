@@ -16,41 +16,38 @@ namespace rmsnorm::test {
 // ---- Row tensors --------------------------------------------------------------------------------
 
 RowTensor::RowTensor(rmsnorm_dtype dtype, int64_t rows, int64_t cols)
-    : dtype_(dtype), rows_(rows), cols_(cols), bytes_(size_t(rows * cols) * (dtype == RMSNORM_F32 ? 4 : 2)) {}
+    : dtype_(dtype), rows_(rows), cols_(cols), bytes_(size_t(rows * cols) * registry::DtypeSize(dtype)) {}
 
 double RowTensor::get(int64_t i) const {
-  if (dtype_ == RMSNORM_F32) {
-    float v;
-    std::memcpy(&v, bytes_.data() + 4 * i, 4);
+  double v = 0.0;
+  registry::WithStorage(dtype_, [&](auto storage) {
+    std::memcpy(&storage, bytes_.data() + sizeof storage * size_t(i), sizeof storage);
+    v = registry::ToFloat(storage);
+  });
+  return v;
+}
+
+void RowTensor::set(int64_t i, double v) {  // rounds to f32, then to the dtype
+  registry::WithStorage(dtype_, [&](auto storage) {
+    storage = registry::FromFloat<decltype(storage)>(static_cast<float>(v));
+    std::memcpy(bytes_.data() + sizeof storage * size_t(i), &storage, sizeof storage);
+  });
+}
+
+const char* DtypeName(rmsnorm_dtype dtype) { return registry::DtypeName(dtype); }
+
+const std::vector<rmsnorm_dtype>& AllDtypes() {
+  static const std::vector<rmsnorm_dtype> all = [] {
+    std::vector<rmsnorm_dtype> v;
+    for (const registry::DtypeInfo& d : registry::kDtypes) v.push_back(d.code);
     return v;
-  }
-  uint16_t bits;
-  std::memcpy(&bits, bytes_.data() + 2 * i, 2);
-  return dtype_ == RMSNORM_BF16 ? float(bf16::from_bits(bits)) : f16::to_float(bits);
-}
-
-void RowTensor::set(int64_t i, double v) {
-  const float f = static_cast<float>(v);
-  if (dtype_ == RMSNORM_F32) {
-    std::memcpy(bytes_.data() + 4 * i, &f, 4);
-    return;
-  }
-  const uint16_t bits = dtype_ == RMSNORM_BF16 ? bf16::from_float(f) : f16::from_float(f);
-  std::memcpy(bytes_.data() + 2 * i, &bits, 2);
-}
-
-const char* DtypeName(rmsnorm_dtype dtype) {
-  switch (dtype) {
-    case RMSNORM_F32: return "f32";
-    case RMSNORM_BF16: return "bf16";
-    case RMSNORM_F16: return "f16";
-  }
-  return "?";
+  }();
+  return all;
 }
 
 double Ulp(rmsnorm_dtype dtype, double v) {
-  const int mantissa_bits = dtype == RMSNORM_F32 ? 23 : (dtype == RMSNORM_BF16 ? 7 : 10);
-  const int min_exponent = dtype == RMSNORM_F32 ? -126 : (dtype == RMSNORM_BF16 ? -126 : -14);
+  const int mantissa_bits = registry::Dtype(dtype).mantissa_bits;
+  const int min_exponent = registry::Dtype(dtype).min_exponent;
   const double magnitude = std::fabs(v);
   int exponent = magnitude > 0 && std::isfinite(magnitude) ? std::ilogb(magnitude) : min_exponent;
   if (exponent < min_exponent) exponent = min_exponent;
@@ -59,15 +56,7 @@ double Ulp(rmsnorm_dtype dtype, double v) {
 
 // ---- Cases --------------------------------------------------------------------------------------
 
-const char* OpName(Op op) {
-  switch (op) {
-    case Op::kRms: return "rmsnorm";
-    case Op::kL2: return "l2norm";
-    case Op::kLayer: return "layernorm";
-    case Op::kAddRms: return "add_rmsnorm";
-  }
-  return "?";
-}
+const char* OpName(Op op) { return registry::Info(op).name; }
 
 std::string Case::Name() const {
   std::ostringstream s;
@@ -127,61 +116,45 @@ class ScopedBackend {
 Outputs RunForward(const Case& c, const Inputs& in, rmsnorm_backend backend) {
   ScopedBackend scoped(backend);
   const rmsnorm_config config = c.Config();
+  const registry::OpInfo& op = registry::Info(registry::Info(c.op).forward);
   Outputs out;
   out.y = RowTensor(c.dtype, c.rows, c.cols);
   out.rstd.assign(size_t(c.rows), -1.0f);
-  const float* w = OrNull(in.weight);
-  const float* b = OrNull(in.bias);
-  switch (c.op) {
-    case Op::kRms:
-      Expect(rmsnorm_forward(&config, in.x.data(), w, b, out.y.data(), out.rstd.data()), "rmsnorm_forward");
-      break;
-    case Op::kL2:
-      Expect(rmsnorm_l2norm_forward(&config, in.x.data(), w, b, out.y.data(), out.rstd.data()), "l2norm_forward");
-      break;
-    case Op::kLayer:
-      out.mean.assign(size_t(c.rows), -1.0f);
-      Expect(rmsnorm_layernorm_forward(&config, in.x.data(), w, b, out.y.data(), out.mean.data(), out.rstd.data()),
-             "layernorm_forward");
-      break;
-    case Op::kAddRms:
-      out.residual_out = RowTensor(c.dtype, c.rows, c.cols);
-      Expect(rmsnorm_add_forward(&config, in.x.data(), in.residual.data(), w, b, out.y.data(),
-                                 out.residual_out.data(), out.rstd.data()),
-             "add_forward");
-      break;
-  }
+  if (op.Takes(registry::kMean)) out.mean.assign(size_t(c.rows), -1.0f);
+  if (op.Takes(registry::kResidualOut)) out.residual_out = RowTensor(c.dtype, c.rows, c.cols);
+  registry::TensorPointers t;  // the op takes those it lists
+  t.Set(registry::kX, in.x.data());
+  t.Set(registry::kResidual, in.residual.data());
+  t.Set(registry::kWeight, OrNull(in.weight));
+  t.Set(registry::kBias, OrNull(in.bias));
+  t[registry::kY] = out.y.data();
+  t[registry::kResidualOut] = out.residual_out.data();
+  t[registry::kMean] = OrNull(out.mean);
+  t[registry::kRstd] = out.rstd.data();
+  Expect(op.Call(&config, t), op.c_function);
   return out;
 }
 
 Outputs RunBackward(const Case& c, const Inputs& in, const Outputs* saved, rmsnorm_backend backend) {
   ScopedBackend scoped(backend);
   const rmsnorm_config config = c.Config();
+  const registry::NormInfo& norm = registry::Info(c.op);
+  const registry::OpInfo& op = registry::Info(norm.backward);
   Outputs out;
   out.dx = RowTensor(c.dtype, c.rows, c.cols);
   out.dweight.assign(size_t(c.cols), -1.0f);
   out.dbias.assign(size_t(c.cols), -1.0f);
-  const float* w = OrNull(in.weight);
-  const float* rstd = saved ? saved->rstd.data() : nullptr;
+  registry::TensorPointers t;
+  t.Set(registry::kDy, in.dy.data());
   // The fused add's backward is the norm's backward at h = residual_out.
-  const void* x = c.op == Op::kAddRms ? saved->residual_out.data() : in.x.data();
-  switch (c.op) {
-    case Op::kRms:
-    case Op::kAddRms:
-      Expect(rmsnorm_backward(&config, in.dy.data(), x, w, rstd, out.dx.data(), out.dweight.data(), out.dbias.data()),
-             "rmsnorm_backward");
-      break;
-    case Op::kL2:
-      Expect(rmsnorm_l2norm_backward(&config, in.dy.data(), x, w, rstd, out.dx.data(), out.dweight.data(),
-                                     out.dbias.data()),
-             "l2norm_backward");
-      break;
-    case Op::kLayer:
-      Expect(rmsnorm_layernorm_backward(&config, in.dy.data(), x, w, saved ? saved->mean.data() : nullptr, rstd,
-                                        out.dx.data(), out.dweight.data(), out.dbias.data()),
-             "layernorm_backward");
-      break;
-  }
+  t.Set(registry::kX, norm.fused_add() ? saved->residual_out.data() : in.x.data());
+  t.Set(registry::kWeight, OrNull(in.weight));
+  t.Set(registry::kMean, saved ? OrNull(saved->mean) : nullptr);
+  t.Set(registry::kRstd, saved ? saved->rstd.data() : nullptr);
+  t[registry::kDx] = out.dx.data();
+  t[registry::kDweight] = out.dweight.data();
+  t[registry::kDbias] = out.dbias.data();
+  Expect(op.Call(&config, t), op.c_function);
   return out;
 }
 
@@ -240,11 +213,11 @@ double Gain(const Case& c, const Inputs& in, int64_t i) {
 
 // The value the norm normalizes: x, or the stored x + residual.
 const RowTensor& Normalized(const Case& c, const Inputs& in, const Outputs& ref) {
-  return c.op == Op::kAddRms ? ref.residual_out : in.x;
+  return c.op == Op::kAddRmsNorm ? ref.residual_out : in.x;
 }
 
 int64_t StatisticLength(const Case& c) {
-  return c.op == Op::kRms || c.op == Op::kAddRms ? rmsnorm_partial_size(c.cols, c.partial) : c.cols;
+  return c.op == Op::kRmsNorm || c.op == Op::kAddRmsNorm ? rmsnorm_partial_size(c.cols, c.partial) : c.cols;
 }
 
 }  // namespace
@@ -252,7 +225,7 @@ int64_t StatisticLength(const Case& c) {
 Tolerances ForwardTolerances(const Case& c, const Inputs& in, const Outputs& ref) {
   Tolerances t;
   const RowTensor& a = Normalized(c, in, ref);
-  const bool layer = c.op == Op::kLayer;
+  const bool layer = c.op == Op::kLayerNorm;
   const double growth = Growth(StatisticLength(c));
   for (int64_t row = 0; row < c.rows; ++row) {
     const double rstd = ref.rstd[size_t(row)];
@@ -278,9 +251,9 @@ Tolerances ForwardTolerances(const Case& c, const Inputs& in, const Outputs& ref
 Tolerances BackwardTolerances(const Case& c, const Inputs& in, const Outputs& ref_forward) {
   Tolerances t;
   const RowTensor& a = Normalized(c, in, ref_forward);
-  const bool layer = c.op == Op::kLayer;
+  const bool layer = c.op == Op::kLayerNorm;
   const int64_t k = StatisticLength(c);
-  const double divisor = c.op == Op::kL2 ? 1.0 : double(layer ? c.cols : k);
+  const double divisor = c.op == Op::kL2Norm ? 1.0 : double(layer ? c.cols : k);
   const double growth = Growth(c.cols);
   std::vector<double> dweight_magnitude(size_t(c.cols)), dbias_magnitude(size_t(c.cols));
   for (int64_t row = 0; row < c.rows; ++row) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "rmsnorm/rmsnorm.h"
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.hpp"
 
 namespace rmsnorm::test {
@@ -34,16 +35,19 @@ class RowTensor {
 };
 
 const char* DtypeName(rmsnorm_dtype dtype);
+// Every dtype of registry/dtypes.inc, in its order.
+const std::vector<rmsnorm_dtype>& AllDtypes();
 // Unit in the last place of |v| in the dtype (subnormal spacing below the normal range).
 double Ulp(rmsnorm_dtype dtype, double v);
 
 // ---- Cases ---------------------------------------------------------------------------------------
 
-enum class Op { kRms, kL2, kLayer, kAddRms };
+// What a case normalizes: a norm of registry/norms.inc (kPRmsNorm is kRmsNorm with the case's partial).
+using Op = registry::Norm;
 const char* OpName(Op op);
 
 struct Case {
-  Op op = Op::kRms;
+  Op op = Op::kRmsNorm;
   rmsnorm_dtype dtype = RMSNORM_F32;
   int64_t rows = 3, cols = 64;
   float partial = 1.0f;

@@ -9,25 +9,32 @@ import numpy as np
 from . import _C
 from ._checks import check_eps, check_offset, check_partial
 
-# Keyed by dtype object: dtype.name costs microseconds per call. ml_dtypes' bfloat16 joins on first sight,
-# recognized by name, so that ml_dtypes stays optional.
-_CODES = {np.dtype(np.float32): _C.F32, np.dtype(np.float16): _C.F16}
-_PARAM_DTYPES = {np.dtype(np.float32), np.dtype(np.float16), np.dtype(np.float64)}
+# The library's dtypes by NumPy name (the registry's list, rmsnorm._C.DTYPES). Keyed by dtype object:
+# dtype.name costs microseconds per call. A dtype NumPy itself lacks (ml_dtypes' bfloat16) joins on first
+# sight, recognized by name and size, so that ml_dtypes stays optional.
+_BY_NUMPY_NAME = {numpy: (code, itemsize) for code, (_, itemsize, numpy, _) in _C.DTYPES.items()}
+_CODES = {}
+for _name, (_code, _) in _BY_NUMPY_NAME.items():
+    if hasattr(np, _name):
+        _CODES[np.dtype(_name)] = _code
+_PARAM_DTYPES = set(_CODES) | {np.dtype(np.float64)}
+_SUPPORTED = ", ".join(name if hasattr(np, name) else f"{name} (ml_dtypes)" for name in _BY_NUMPY_NAME)
 
 
-def _is_bfloat16(dtype):
-    return dtype.name == "bfloat16" and dtype.itemsize == 2
+def _late_code(dtype):
+    code, itemsize = _BY_NUMPY_NAME.get(dtype.name, (None, None))
+    return code if itemsize == dtype.itemsize else None
 
 
 def _dtype_code(fn, x):
     code = _CODES.get(x.dtype)
     if code is None:
-        if not _is_bfloat16(x.dtype):
+        code = _late_code(x.dtype)
+        if code is None:
             raise TypeError(
-                f"{fn}: x has dtype {x.dtype}; supported are float32, float16 and bfloat16 (ml_dtypes). "
-                f"Convert first, e.g. x.astype(np.float32)"
+                f"{fn}: x has dtype {x.dtype}; supported are {_SUPPORTED}. Convert first, e.g. x.astype(np.float32)"
             )
-        code = _CODES[x.dtype] = _C.BF16
+        _CODES[x.dtype] = code
         _PARAM_DTYPES.add(x.dtype)
     return code
 
@@ -49,7 +56,7 @@ def _param(fn, name, p, cols):
         return None
     if not isinstance(p, np.ndarray):
         raise TypeError(f"{fn}: {name} must be a numpy.ndarray or None, got {type(p).__name__}")
-    if p.dtype not in _PARAM_DTYPES and not _is_bfloat16(p.dtype):
+    if p.dtype not in _PARAM_DTYPES and _late_code(p.dtype) is None:
         raise TypeError(f"{fn}: {name} has dtype {p.dtype}; use float32, float16, bfloat16 or float64")
     if p.shape != (cols,):
         raise ValueError(f"{fn}: {name} must have shape ({cols},) to match the last axis of x, got {p.shape}")
@@ -109,7 +116,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     x, code, cols, weight, bias = _operands(fn, x, weight, bias)
     eps = check_eps(fn, eps)
     y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
-    _C.layer_forward(x.size // cols, cols, code, eps, 0.0, x, weight, bias, y, None, None)
+    _C.layer_forward(x.size // cols, cols, code, eps, 1.0, 0.0, x, weight, bias, y, None, None)
     return y
 
 
@@ -122,5 +129,5 @@ def l2_norm(x, weight=None, eps=1e-12, *, bias=None, out=None):
     x, code, cols, weight, bias = _operands(fn, x, weight, bias)
     eps = check_eps(fn, eps)
     y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
-    _C.l2_forward(x.size // cols, cols, code, eps, 0.0, x, weight, bias, y, None)
+    _C.l2_forward(x.size // cols, cols, code, eps, 1.0, 0.0, x, weight, bias, y, None)
     return y

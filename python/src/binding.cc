@@ -13,13 +13,16 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <cctype>
 #include <cstdint>
 #include <new>
 #include <string>
 
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.h"
 
 namespace nb = nanobind;
+namespace reg = rmsnorm::registry;
 
 namespace {
 
@@ -65,12 +68,16 @@ class Operand {
   void* address_ = nullptr;
 };
 
-// Sizes of the operands a config implies. A negative or overflowing size becomes -1, which no buffer
-// matches; the library rejects such a config on its own when only addresses are given.
-struct Sizes {
-  int64_t matrix, rows, cols, elem;
-  explicit Sizes(const rmsnorm_config& c) : rows(c.rows), cols(c.cols), elem(c.dtype == RMSNORM_F32 ? 4 : 2) {
-    if (c.rows < 0 || c.cols < 0 || __builtin_mul_overflow(c.rows, c.cols, &matrix)) matrix = -1;
+// The elements and element size of one tensor of an op under a config. A negative or overflowing count
+// becomes -1, which no buffer matches; the library rejects such a config on its own when only addresses
+// are given.
+struct TensorSize {
+  int64_t count, elem_bytes;
+  TensorSize(const rmsnorm_config& c, reg::Tensor tensor) {
+    const reg::Shape shape = reg::Info(tensor).shape;
+    elem_bytes = shape == reg::Shape::kRowsCols ? int64_t(reg::DtypeSize(c.dtype)) : int64_t(sizeof(float));
+    count = shape == reg::Shape::kCols ? c.cols : c.rows;
+    if (shape == reg::Shape::kRowsCols && (c.cols < 0 || __builtin_mul_overflow(c.rows, c.cols, &count))) count = -1;
   }
 };
 
@@ -93,9 +100,12 @@ struct Sizes {
 
 rmsnorm_config make_config(int64_t rows, int64_t cols, int dtype, float eps, float partial, float weight_offset) {
   // The enum value is checked here because a stray integer is not a valid rmsnorm_dtype in C.
-  if (dtype != RMSNORM_F32 && dtype != RMSNORM_BF16 && dtype != RMSNORM_F16)
-    throw nb::value_error(("rmsnorm: dtype code must be 0 (f32), 1 (bf16) or 2 (f16), got " +
-                           std::to_string(dtype)).c_str());
+  if (reg::FindDtype(dtype) == nullptr) {
+    std::string codes;
+    for (const reg::DtypeInfo& d : reg::kDtypes)
+      codes += (codes.empty() ? "" : ", ") + std::to_string(int(d.code)) + " (" + d.name + ")";
+    throw nb::value_error(("rmsnorm: dtype code must be one of " + codes + ", got " + std::to_string(dtype)).c_str());
+  }
   rmsnorm_config c = rmsnorm_config_init(rows, cols);
   c.dtype = static_cast<rmsnorm_dtype>(dtype);
   c.eps = eps;
@@ -115,155 +125,61 @@ void run(const Call& call) {
   if (status != RMSNORM_OK) raise_status(status);
 }
 
+template <size_t I>
+using Handle = nb::handle;
+
+// One tensor argument of an op, sized by its shape under the config.
+Operand OperandOf(const rmsnorm_config& c, reg::TensorUse use, nb::handle h) {
+  const TensorSize size(c, use.tensor);
+  return Operand(reg::Info(use.tensor).name, h, size.count, size.elem_bytes, reg::IsOutput(use.role));
+}
+
+// rmsnorm._C.<python_name>(rows, cols, dtype, eps, partial, weight_offset, <tensors>): one function per
+// operation of registry/ops.inc, its tensors named and ordered as there (None for NULL). Each buffer's
+// size is checked against its shape (rows, cols, or rows x cols in dtype) before the call.
+template <size_t kOp, size_t... I>
+void DefineOp(nb::module_& m, std::index_sequence<I...>) {
+  constexpr const reg::OpInfo& op = reg::kOps[kOp];
+  m.def(
+      op.python_name,
+      [](int64_t rows, int64_t cols, int dtype, float eps, float partial, float weight_offset, Handle<I>... tensors) {
+        constexpr const reg::OpInfo& info = reg::kOps[kOp];
+        const rmsnorm_config c = make_config(rows, cols, dtype, eps, partial, weight_offset);
+        const nb::handle handles[] = {tensors...};
+        const Operand operands[] = {OperandOf(c, info.tensors[I], handles[I])...};
+        void* ordered[] = {operands[I].template as<void>()...};
+        run([&] { return info.call(&c, ordered); });
+      },
+      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("partial"), nb::arg("weight_offset"),
+      nb::arg(reg::Info(op.tensors[I].tensor).name).none()...);
+}
+
+template <size_t... kOp>
+void DefineOps(nb::module_& m, std::index_sequence<kOp...>) {
+  (DefineOp<kOp>(m, std::make_index_sequence<reg::kOps[kOp].num_tensors>()), ...);
+}
+
 }  // namespace
 
 NB_MODULE(_C, m) {
   m.doc() = "Low-level binding of the rmsnorm C ABI. Private: use rmsnorm and rmsnorm.torch.";
 
-  m.attr("F32") = static_cast<int>(RMSNORM_F32);
-  m.attr("BF16") = static_cast<int>(RMSNORM_BF16);
-  m.attr("F16") = static_cast<int>(RMSNORM_F16);
   m.attr("BACKEND_AUTO") = static_cast<int>(RMSNORM_BACKEND_AUTO);
   m.attr("BACKEND_REFERENCE") = static_cast<int>(RMSNORM_BACKEND_REFERENCE);
   m.attr("HEADER_VERSION") = std::to_string(RMSNORM_VERSION_MAJOR) + "." + std::to_string(RMSNORM_VERSION_MINOR) +
                              "." + std::to_string(RMSNORM_VERSION_PATCH);
 
-  using H = nb::handle;
-  constexpr bool kIn = false, kOut = true;
+  // The dtypes as the C ABI, NumPy and torch spell them: {code: (name, itemsize, numpy, torch)}.
+  nb::dict dtypes;
+  for (const reg::DtypeInfo& d : reg::kDtypes) {
+    dtypes[nb::int_(int(d.code))] = nb::make_tuple(d.name, d.size, d.numpy, d.torch);
+    std::string upper = d.name;  // _C.F32, _C.BF16, ...: the codes by name
+    for (char& ch : upper) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    m.attr(upper.c_str()) = int(d.code);
+  }
+  m.attr("DTYPES") = dtypes;
 
-  // x, y: (rows, cols) in dtype; weight, bias: (cols) f32 or None; rstd: (rows) f32 or None.
-  m.def(
-      "rms_forward",
-      [](int64_t rows, int64_t cols, int dtype, float eps, float partial, float weight_offset, H x, H weight, H bias,
-         H y, H rstd) {
-        const rmsnorm_config c = make_config(rows, cols, dtype, eps, partial, weight_offset);
-        const Sizes n(c);
-        const Operand x_("x", x, n.matrix, n.elem, kIn), w_("weight", weight, n.cols, 4, kIn),
-            b_("bias", bias, n.cols, 4, kIn), y_("y", y, n.matrix, n.elem, kOut), r_("rstd", rstd, n.rows, 4, kOut);
-        run([&] {
-          return rmsnorm_forward(&c, x_.as<const void>(), w_.as<const float>(), b_.as<const float>(), y_.as<void>(),
-                                 r_.as<float>());
-        });
-      },
-      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("partial"),
-      nb::arg("weight_offset"), nb::arg("x").none(), nb::arg("weight").none(), nb::arg("bias").none(),
-      nb::arg("y").none(), nb::arg("rstd").none());
-
-  // x, residual, y, residual_out: (rows, cols) in dtype; weight, bias: (cols) f32 or None;
-  // rstd: (rows) f32 or None.
-  m.def(
-      "rms_add_forward",
-      [](int64_t rows, int64_t cols, int dtype, float eps, float partial, float weight_offset, H x, H residual,
-         H weight, H bias, H y, H residual_out, H rstd) {
-        const rmsnorm_config c = make_config(rows, cols, dtype, eps, partial, weight_offset);
-        const Sizes n(c);
-        const Operand x_("x", x, n.matrix, n.elem, kIn), res_("residual", residual, n.matrix, n.elem, kIn),
-            w_("weight", weight, n.cols, 4, kIn), b_("bias", bias, n.cols, 4, kIn), y_("y", y, n.matrix, n.elem, kOut),
-            ro_("residual_out", residual_out, n.matrix, n.elem, kOut), r_("rstd", rstd, n.rows, 4, kOut);
-        run([&] {
-          return rmsnorm_add_forward(&c, x_.as<const void>(), res_.as<const void>(), w_.as<const float>(),
-                                     b_.as<const float>(), y_.as<void>(), ro_.as<void>(), r_.as<float>());
-        });
-      },
-      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("partial"),
-      nb::arg("weight_offset"), nb::arg("x").none(), nb::arg("residual").none(), nb::arg("weight").none(),
-      nb::arg("bias").none(), nb::arg("y").none(), nb::arg("residual_out").none(), nb::arg("rstd").none());
-
-  // dy, x, dx: (rows, cols) in dtype; weight: (cols) f32 or None; rstd: (rows) f32 or None (recompute);
-  // dweight, dbias: (cols) f32 or None (skip).
-  m.def(
-      "rms_backward",
-      [](int64_t rows, int64_t cols, int dtype, float eps, float partial, float weight_offset, H dy, H x, H weight,
-         H rstd, H dx, H dweight, H dbias) {
-        const rmsnorm_config c = make_config(rows, cols, dtype, eps, partial, weight_offset);
-        const Sizes n(c);
-        const Operand dy_("dy", dy, n.matrix, n.elem, kIn), x_("x", x, n.matrix, n.elem, kIn),
-            w_("weight", weight, n.cols, 4, kIn), r_("rstd", rstd, n.rows, 4, kIn),
-            dx_("dx", dx, n.matrix, n.elem, kOut), dw_("dweight", dweight, n.cols, 4, kOut),
-            db_("dbias", dbias, n.cols, 4, kOut);
-        run([&] {
-          return rmsnorm_backward(&c, dy_.as<const void>(), x_.as<const void>(), w_.as<const float>(),
-                                  r_.as<const float>(), dx_.as<void>(), dw_.as<float>(), db_.as<float>());
-        });
-      },
-      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("partial"),
-      nb::arg("weight_offset"), nb::arg("dy").none(), nb::arg("x").none(), nb::arg("weight").none(),
-      nb::arg("rstd").none(), nb::arg("dx").none(), nb::arg("dweight").none(), nb::arg("dbias").none());
-
-  // As rms_forward, plus mean: (rows) f32 or None.
-  m.def(
-      "layer_forward",
-      [](int64_t rows, int64_t cols, int dtype, float eps, float weight_offset, H x, H weight, H bias, H y, H mean,
-         H rstd) {
-        const rmsnorm_config c = make_config(rows, cols, dtype, eps, 1.0f, weight_offset);
-        const Sizes n(c);
-        const Operand x_("x", x, n.matrix, n.elem, kIn), w_("weight", weight, n.cols, 4, kIn),
-            b_("bias", bias, n.cols, 4, kIn), y_("y", y, n.matrix, n.elem, kOut), m_("mean", mean, n.rows, 4, kOut),
-            r_("rstd", rstd, n.rows, 4, kOut);
-        run([&] {
-          return rmsnorm_layernorm_forward(&c, x_.as<const void>(), w_.as<const float>(), b_.as<const float>(),
-                                           y_.as<void>(), m_.as<float>(), r_.as<float>());
-        });
-      },
-      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("weight_offset"),
-      nb::arg("x").none(), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("y").none(),
-      nb::arg("mean").none(), nb::arg("rstd").none());
-
-  // As rms_backward, plus mean: (rows) f32; mean and rstd both given or both None.
-  m.def(
-      "layer_backward",
-      [](int64_t rows, int64_t cols, int dtype, float eps, float weight_offset, H dy, H x, H weight, H mean, H rstd,
-         H dx, H dweight, H dbias) {
-        const rmsnorm_config c = make_config(rows, cols, dtype, eps, 1.0f, weight_offset);
-        const Sizes n(c);
-        const Operand dy_("dy", dy, n.matrix, n.elem, kIn), x_("x", x, n.matrix, n.elem, kIn),
-            w_("weight", weight, n.cols, 4, kIn), m_("mean", mean, n.rows, 4, kIn), r_("rstd", rstd, n.rows, 4, kIn),
-            dx_("dx", dx, n.matrix, n.elem, kOut), dw_("dweight", dweight, n.cols, 4, kOut),
-            db_("dbias", dbias, n.cols, 4, kOut);
-        run([&] {
-          return rmsnorm_layernorm_backward(&c, dy_.as<const void>(), x_.as<const void>(), w_.as<const float>(),
-                                            m_.as<const float>(), r_.as<const float>(), dx_.as<void>(),
-                                            dw_.as<float>(), db_.as<float>());
-        });
-      },
-      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("weight_offset"),
-      nb::arg("dy").none(), nb::arg("x").none(), nb::arg("weight").none(), nb::arg("mean").none(),
-      nb::arg("rstd").none(), nb::arg("dx").none(), nb::arg("dweight").none(), nb::arg("dbias").none());
-
-  m.def(
-      "l2_forward",
-      [](int64_t rows, int64_t cols, int dtype, float eps, float weight_offset, H x, H weight, H bias, H y, H rstd) {
-        const rmsnorm_config c = make_config(rows, cols, dtype, eps, 1.0f, weight_offset);
-        const Sizes n(c);
-        const Operand x_("x", x, n.matrix, n.elem, kIn), w_("weight", weight, n.cols, 4, kIn),
-            b_("bias", bias, n.cols, 4, kIn), y_("y", y, n.matrix, n.elem, kOut), r_("rstd", rstd, n.rows, 4, kOut);
-        run([&] {
-          return rmsnorm_l2norm_forward(&c, x_.as<const void>(), w_.as<const float>(), b_.as<const float>(),
-                                        y_.as<void>(), r_.as<float>());
-        });
-      },
-      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("weight_offset"),
-      nb::arg("x").none(), nb::arg("weight").none(), nb::arg("bias").none(), nb::arg("y").none(),
-      nb::arg("rstd").none());
-
-  m.def(
-      "l2_backward",
-      [](int64_t rows, int64_t cols, int dtype, float eps, float weight_offset, H dy, H x, H weight, H rstd, H dx,
-         H dweight, H dbias) {
-        const rmsnorm_config c = make_config(rows, cols, dtype, eps, 1.0f, weight_offset);
-        const Sizes n(c);
-        const Operand dy_("dy", dy, n.matrix, n.elem, kIn), x_("x", x, n.matrix, n.elem, kIn),
-            w_("weight", weight, n.cols, 4, kIn), r_("rstd", rstd, n.rows, 4, kIn),
-            dx_("dx", dx, n.matrix, n.elem, kOut), dw_("dweight", dweight, n.cols, 4, kOut),
-            db_("dbias", dbias, n.cols, 4, kOut);
-        run([&] {
-          return rmsnorm_l2norm_backward(&c, dy_.as<const void>(), x_.as<const void>(), w_.as<const float>(),
-                                         r_.as<const float>(), dx_.as<void>(), dw_.as<float>(), db_.as<float>());
-        });
-      },
-      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("weight_offset"),
-      nb::arg("dy").none(), nb::arg("x").none(), nb::arg("weight").none(), nb::arg("rstd").none(),
-      nb::arg("dx").none(), nb::arg("dweight").none(), nb::arg("dbias").none());
+  DefineOps(m, std::make_index_sequence<std::size(reg::kOps)>());
 
   m.def(
       "partial_size",

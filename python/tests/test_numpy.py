@@ -315,5 +315,5 @@ def test_binding_checks_buffer_sizes_and_maps_statuses():
     with pytest.raises(ValueError, match="rmsnorm_forward"):
         _C.rms_forward(2, 8, _C.F32, -1.0, 1.0, 0.0, x, None, None, np.empty_like(x), None)
     with pytest.raises(ValueError, match="rmsnorm_layernorm_backward"):
-        _C.layer_backward(2, 8, _C.F32, 1e-5, 0.0, x, x, None, np.zeros(2, np.float32), None, np.empty_like(x),
+        _C.layer_backward(2, 8, _C.F32, 1e-5, 1.0, 0.0, x, x, None, np.zeros(2, np.float32), None, np.empty_like(x),
                           None, None)

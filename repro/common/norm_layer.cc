@@ -4,13 +4,14 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.hpp"
 
 namespace repro {
 namespace {
 
-const NormKind kAll[] = {NormKind::kNone, NormKind::kLayerNorm, NormKind::kL2Norm, NormKind::kRMSNorm,
-                         NormKind::kPRMSNorm};
+// The registry's entry of a norm other than kNone (NormKind lists kNone and then the registry's norms).
+const rmsnorm::registry::NormInfo& LibraryNorm(NormKind kind) { return rmsnorm::registry::kNorms[size_t(kind) - 1]; }
 
 // Adds the elapsed time of its scope to a NormClock.
 class ScopedNormTimer {
@@ -29,24 +30,23 @@ class ScopedNormTimer {
 
 }  // namespace
 
-const char* norm_name(NormKind kind) {
-  switch (kind) {
-    case NormKind::kNone: return "none";
-    case NormKind::kLayerNorm: return "layernorm";
-    case NormKind::kL2Norm: return "l2norm";
-    case NormKind::kRMSNorm: return "rmsnorm";
-    case NormKind::kPRMSNorm: return "prmsnorm";
-  }
-  return "?";
+const char* norm_name(NormKind kind) { return kind == NormKind::kNone ? "none" : LibraryNorm(kind).name; }
+
+std::vector<NormKind> all_norms() {
+  std::vector<NormKind> all = {NormKind::kNone};
+  for (size_t i = 0; i < std::size(rmsnorm::registry::kNorms); ++i)
+    if (!rmsnorm::registry::kNorms[i].fused_add()) all.push_back(NormKind(i + 1));
+  return all;
 }
 
 NormKind parse_norm(const std::string& name) {
-  for (NormKind k : kAll)
+  std::string names;
+  for (NormKind k : all_norms()) {
     if (name == norm_name(k)) return k;
-  throw std::invalid_argument("unknown norm '" + name + "': use none, layernorm, l2norm, rmsnorm or prmsnorm");
+    names += std::string(names.empty() ? "" : ", ") + norm_name(k);
+  }
+  throw std::invalid_argument("unknown norm '" + name + "': use one of " + names);
 }
-
-std::vector<NormKind> all_norms() { return std::vector<NormKind>(std::begin(kAll), std::end(kAll)); }
 
 NormLayer::NormLayer(const std::string& name, int64_t cols, const NormConfig& config, NormClock* clock)
     : gain(name + ".gain", cols, /*decays=*/false),
@@ -56,6 +56,8 @@ NormLayer::NormLayer(const std::string& name, int64_t cols, const NormConfig& co
       clock_(clock),
       dgain_(cols),
       dbias_(cols) {
+  if (config.kind == NormKind::kAddRmsNorm)
+    throw std::invalid_argument("add_rmsnorm is the fused residual add, not a normalization layer");
   gain.fill(1.0f);
 }
 
@@ -80,11 +82,13 @@ void NormLayer::forward(const float* x, float* y, float* mean, float* rstd, int6
     case NormKind::kL2Norm:
       rmsnorm::l2_norm<float>(xm, ym, args, {rstd, rows});
       return;
-    case NormKind::kRMSNorm:
+    case NormKind::kRmsNorm:
       rmsnorm::rms_norm<float>(xm, ym, args, {rstd, rows});
       return;
-    case NormKind::kPRMSNorm:
+    case NormKind::kPRmsNorm:
       rmsnorm::rms_norm<float>(xm, ym, rmsnorm::NormArgs(args).with_partial(config_.partial), {rstd, rows});
+      return;
+    case NormKind::kAddRmsNorm:  // refused by the constructor
       return;
   }
 }
@@ -113,12 +117,14 @@ void NormLayer::backward(const float* dy, const float* x, const float* mean, con
     case NormKind::kL2Norm:
       rmsnorm::l2_norm_backward<float>(dym, xm, dxm, args, {rstd, rows}, grads);
       break;
-    case NormKind::kRMSNorm:
+    case NormKind::kRmsNorm:
       rmsnorm::rms_norm_backward<float>(dym, xm, dxm, args, {rstd, rows}, grads);
       break;
-    case NormKind::kPRMSNorm:
+    case NormKind::kPRmsNorm:
       rmsnorm::rms_norm_backward<float>(dym, xm, dxm, rmsnorm::NormArgs(args).with_partial(config_.partial),
                                         {rstd, rows}, grads);
+      break;
+    case NormKind::kAddRmsNorm:  // refused by the constructor
       break;
   }
   for (int64_t i = 0; i < cols_; ++i) {

@@ -12,16 +12,24 @@
 
 namespace repro {
 
-enum class NormKind { kNone, kLayerNorm, kL2Norm, kRMSNorm, kPRMSNorm };
+// No norm, or a norm of the library's registry (src/registry/norms.inc), in the order of the paper's
+// tables. kAddRmsNorm (the fused residual add) is an operation, not a layer: all_norms() leaves it out
+// and a NormLayer refuses it.
+enum class NormKind {
+  kNone,
+#define RMSNORM_NORM(Id, ...) k##Id,
+#include "registry/norms.inc"
+#undef RMSNORM_NORM
+};
 
-// The names used on the command line, in results.json and in the report.
+// The names used on the command line, in results.json and in the report: "none" and the registry's.
 const char* norm_name(NormKind kind);
 // Throws std::invalid_argument listing the valid names.
 NormKind parse_norm(const std::string& name);
 std::vector<NormKind> all_norms();  // none, layernorm, l2norm, rmsnorm, prmsnorm
 
 struct NormConfig {
-  NormKind kind = NormKind::kRMSNorm;
+  NormKind kind = NormKind::kRmsNorm;
   float partial = 0.0625f;  // pRMSNorm's p (6.25%, the paper's default)
   float eps = 1e-5f;        // the same eps for every norm, inside the square root
 };

@@ -92,7 +92,7 @@ NormConfig norm_config(NormKind kind) {
   c.kind = kind;
   // p = 25% keeps 4 of the tiny models' 16 entries in the statistic: the partial path is exercised
   // without a one-entry statistic whose rstd would make the check ill-conditioned.
-  c.partial = kind == NormKind::kPRMSNorm ? 0.25f : 1.0f;
+  c.partial = kind == NormKind::kPRmsNorm ? 0.25f : 1.0f;
   return c;
 }
 

@@ -36,7 +36,7 @@ TaskResult fake_task() {
   r.info.steps = 4;
   r.info.chunk = 2;
   r.seed = 1;
-  r.variants = {fake_variant(NormKind::kLayerNorm, 0.010), fake_variant(NormKind::kRMSNorm, 0.009)};
+  r.variants = {fake_variant(NormKind::kLayerNorm, 0.010), fake_variant(NormKind::kRmsNorm, 0.009)};
   return r;
 }
 

@@ -72,7 +72,7 @@ TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uin
   for (size_t i = 0; i < norms.size(); ++i) {
     NormConfig norm;
     norm.kind = norms[i];
-    norm.partial = norms[i] == NormKind::kPRMSNorm ? info.partial : 1.0f;
+    norm.partial = norms[i] == NormKind::kPRmsNorm ? info.partial : 1.0f;
     runs[i].variant = task.make_variant(norm, seed);
     runs[i].adam = std::make_unique<Adam>(runs[i].variant->params(), info.adam);
     runs[i].result.norm = norms[i];

@@ -38,7 +38,7 @@ void mean_std(const std::vector<double>& v, double* mean, double* stddev) {
 }
 
 std::string norm_label(const NormSummary& s) {
-  if (s.norm != NormKind::kPRMSNorm) return norm_name(s.norm);
+  if (s.norm != NormKind::kPRmsNorm) return norm_name(s.norm);
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, "prmsnorm (p=%.2f%%)", 100.0 * s.partial);
   return buffer;

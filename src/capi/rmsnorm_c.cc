@@ -5,6 +5,7 @@
 
 #include "cpu/cpu.h"
 #include "ref/norms.h"
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.h"
 #include "runtime/backend.h"
 #include "runtime/check.h"
@@ -38,60 +39,69 @@ rmsnorm_status Guard(const char* fn, const Body& body) {
 
 bool UseReference() { return runtime::GetBackend() == RMSNORM_BACKEND_REFERENCE; }
 
-rmsnorm_status Forward(const char* fn, const rmsnorm_config* config, NormKind kind, const ForwardArgs& args,
-                       bool fused_add = false) {
-  return Guard(fn, [&] {
-    const Problem p = runtime::CheckConfig(fn, config, kind);
-    if (p.rows == 0) return;
-    runtime::CheckForward(fn, p, args, kind, fused_add);
-    if (kind == NormKind::kLayer) {
-      UseReference() ? ref::LayerNormForward(p, args) : cpu::LayerNormForward(p, args);
-    } else {
-      UseReference() ? ref::RmsForward(p, args) : cpu::RmsForward(p, args);
-    }
-  });
-}
-
-rmsnorm_status Backward(const char* fn, const rmsnorm_config* config, NormKind kind, const BackwardArgs& args) {
-  return Guard(fn, [&] {
-    const Problem p = runtime::CheckConfig(fn, config, kind);
-    if (p.rows == 0) return;
-    runtime::CheckBackward(fn, p, args, kind);
-    if (kind == NormKind::kLayer) {
-      UseReference() ? ref::LayerNormBackward(p, args) : cpu::LayerNormBackward(p, args);
-    } else {
-      UseReference() ? ref::RmsBackward(p, args) : cpu::RmsBackward(p, args);
-    }
-  });
-}
-
-ForwardArgs MakeForward(const void* x, const float* weight, const float* bias, void* y, float* rstd) {
+ForwardArgs ForwardArgsOf(const registry::TensorPointers& t) {
   ForwardArgs a;
-  a.x = x;
-  a.weight = weight;
-  a.bias = bias;
-  a.y = y;
-  a.rstd = rstd;
+  a.x = t[registry::kX];
+  a.residual = t[registry::kResidual];
+  a.weight = static_cast<const float*>(t[registry::kWeight]);
+  a.bias = static_cast<const float*>(t[registry::kBias]);
+  a.y = t[registry::kY];
+  a.residual_out = t[registry::kResidualOut];
+  a.mean = static_cast<float*>(t[registry::kMean]);
+  a.rstd = static_cast<float*>(t[registry::kRstd]);
   return a;
 }
 
-BackwardArgs MakeBackward(const void* dy, const void* x, const float* weight, const float* rstd, void* dx,
-                          float* dweight, float* dbias) {
+BackwardArgs BackwardArgsOf(const registry::TensorPointers& t) {
   BackwardArgs a;
-  a.dy = dy;
-  a.x = x;
-  a.weight = weight;
-  a.rstd = rstd;
-  a.dx = dx;
-  a.dweight = dweight;
-  a.dbias = dbias;
+  a.dy = t[registry::kDy];
+  a.x = t[registry::kX];
+  a.weight = static_cast<const float*>(t[registry::kWeight]);
+  a.mean = static_cast<const float*>(t[registry::kMean]);
+  a.rstd = static_cast<const float*>(t[registry::kRstd]);
+  a.dx = t[registry::kDx];
+  a.dweight = static_cast<float*>(t[registry::kDweight]);
+  a.dbias = static_cast<float*>(t[registry::kDbias]);
   return a;
+}
+
+// The backend's implementation of a checked call: LayerNorm or the RMSNorm family (which covers
+// pRMSNorm and L2-Norm through the Problem's k and divisor, and the fused add through args.residual).
+void Dispatch(const registry::OpInfo& op, const Problem& p, const registry::TensorPointers& tensors) {
+  const bool layer = op.kind == NormKind::kLayer;
+  const bool ref = UseReference();
+  if (op.direction == registry::Direction::kForward) {
+    const ForwardArgs a = ForwardArgsOf(tensors);
+    if (layer) return ref ? ref::LayerNormForward(p, a) : cpu::LayerNormForward(p, a);
+    return ref ? ref::RmsForward(p, a) : cpu::RmsForward(p, a);
+  }
+  const BackwardArgs a = BackwardArgsOf(tensors);
+  if (layer) return ref ? ref::LayerNormBackward(p, a) : cpu::LayerNormBackward(p, a);
+  return ref ? ref::RmsBackward(p, a) : cpu::RmsBackward(p, a);
+}
+
+// Every operation of the C ABI: the pointers in the C parameter order of registry/ops.inc. Checks the
+// config and every tensor before anything is written.
+template <registry::Op kOp, class... Pointers>
+rmsnorm_status Run(const rmsnorm_config* config, Pointers... pointers) {
+  constexpr const registry::OpInfo& op = registry::Info(kOp);
+  static_assert(sizeof...(Pointers) == op.num_tensors, "the C function's tensors, as registry/ops.inc lists them");
+  const void* const ordered[] = {pointers...};
+  return Guard(op.c_function, [&] {
+    const Problem p = runtime::CheckConfig(op.c_function, config, op.kind);
+    if (p.rows == 0) return;
+    runtime::CheckTensors(op, p, ordered);
+    registry::TensorPointers tensors;
+    for (size_t i = 0; i < op.num_tensors; ++i) tensors[op.tensors[i].tensor] = const_cast<void*>(ordered[i]);
+    Dispatch(op, p, tensors);
+  });
 }
 
 }  // namespace
 }  // namespace rmsnorm
 
 using rmsnorm::runtime::NormKind;
+using rmsnorm::registry::Op;
 
 extern "C" {
 
@@ -108,53 +118,43 @@ RMSNORM_API rmsnorm_config rmsnorm_config_init(int64_t rows, int64_t cols) {
 
 RMSNORM_API rmsnorm_status rmsnorm_forward(const rmsnorm_config* config, const void* x, const float* weight,
                                            const float* bias, void* y, float* rstd) {
-  return rmsnorm::Forward("rmsnorm_forward", config, NormKind::kRms, rmsnorm::MakeForward(x, weight, bias, y, rstd));
+  return rmsnorm::Run<Op::kRmsForward>(config, x, weight, bias, y, rstd);
 }
 
 RMSNORM_API rmsnorm_status rmsnorm_add_forward(const rmsnorm_config* config, const void* x,
                                                const void* residual, const float* weight, const float* bias,
                                                void* y, void* residual_out, float* rstd) {
-  rmsnorm::ForwardArgs a = rmsnorm::MakeForward(x, weight, bias, y, rstd);
-  a.residual = residual;
-  a.residual_out = residual_out;
-  return rmsnorm::Forward("rmsnorm_add_forward", config, NormKind::kRms, a, /*fused_add=*/true);
+  return rmsnorm::Run<Op::kRmsAddForward>(config, x, residual, weight, bias, y, residual_out, rstd);
 }
 
 RMSNORM_API rmsnorm_status rmsnorm_backward(const rmsnorm_config* config, const void* dy, const void* x,
                                             const float* weight, const float* rstd, void* dx, float* dweight,
                                             float* dbias) {
-  return rmsnorm::Backward("rmsnorm_backward", config, NormKind::kRms,
-                           rmsnorm::MakeBackward(dy, x, weight, rstd, dx, dweight, dbias));
+  return rmsnorm::Run<Op::kRmsBackward>(config, dy, x, weight, rstd, dx, dweight, dbias);
 }
 
 RMSNORM_API rmsnorm_status rmsnorm_layernorm_forward(const rmsnorm_config* config, const void* x,
                                                      const float* weight, const float* bias, void* y,
                                                      float* mean, float* rstd) {
-  rmsnorm::ForwardArgs a = rmsnorm::MakeForward(x, weight, bias, y, rstd);
-  a.mean = mean;
-  return rmsnorm::Forward("rmsnorm_layernorm_forward", config, NormKind::kLayer, a);
+  return rmsnorm::Run<Op::kLayerForward>(config, x, weight, bias, y, mean, rstd);
 }
 
 RMSNORM_API rmsnorm_status rmsnorm_layernorm_backward(const rmsnorm_config* config, const void* dy,
                                                       const void* x, const float* weight, const float* mean,
                                                       const float* rstd, void* dx, float* dweight,
                                                       float* dbias) {
-  rmsnorm::BackwardArgs a = rmsnorm::MakeBackward(dy, x, weight, rstd, dx, dweight, dbias);
-  a.mean = mean;
-  return rmsnorm::Backward("rmsnorm_layernorm_backward", config, NormKind::kLayer, a);
+  return rmsnorm::Run<Op::kLayerBackward>(config, dy, x, weight, mean, rstd, dx, dweight, dbias);
 }
 
 RMSNORM_API rmsnorm_status rmsnorm_l2norm_forward(const rmsnorm_config* config, const void* x,
                                                   const float* weight, const float* bias, void* y, float* rstd) {
-  return rmsnorm::Forward("rmsnorm_l2norm_forward", config, NormKind::kL2,
-                          rmsnorm::MakeForward(x, weight, bias, y, rstd));
+  return rmsnorm::Run<Op::kL2Forward>(config, x, weight, bias, y, rstd);
 }
 
 RMSNORM_API rmsnorm_status rmsnorm_l2norm_backward(const rmsnorm_config* config, const void* dy, const void* x,
                                                    const float* weight, const float* rstd, void* dx,
                                                    float* dweight, float* dbias) {
-  return rmsnorm::Backward("rmsnorm_l2norm_backward", config, NormKind::kL2,
-                           rmsnorm::MakeBackward(dy, x, weight, rstd, dx, dweight, dbias));
+  return rmsnorm::Run<Op::kL2Backward>(config, dy, x, weight, rstd, dx, dweight, dbias);
 }
 
 RMSNORM_API void rmsnorm_set_num_threads(int n) { rmsnorm::runtime::SetNumThreads(n); }

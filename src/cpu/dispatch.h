@@ -19,13 +19,16 @@
 
 namespace rmsnorm::cpu {
 
-// fn(T{}) with T the kernels' storage type for dtype.
+// fn(T{}) with T the kernels' storage type for dtype: Highway's type of the same bits (the KernelStorage
+// of registry/dtypes.inc).
 template <class Fn>
 HWY_INLINE void WithStorage(rmsnorm_dtype dtype, const Fn& fn) {
   switch (dtype) {
-    case RMSNORM_F32: return fn(float{});
-    case RMSNORM_BF16: return fn(hwy::bfloat16_t{});
-    case RMSNORM_F16: return fn(hwy::float16_t{});
+#define RMSNORM_DTYPE(Id, code, name, Storage, KernelStorage, ...) \
+  case code:                                                     \
+    return fn(KernelStorage{});
+#include "registry/dtypes.inc"
+#undef RMSNORM_DTYPE
   }
 }
 

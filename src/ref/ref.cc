@@ -1,5 +1,7 @@
-// The reference backend's entry points: pick the storage type, then run the templates in norms.h.
+// The reference backend's entry points: pick the storage type (registry/dtypes.inc), then run the
+// templates in norms.h.
 #include "ref/norms.h"
+#include "registry/registry.h"
 
 namespace rmsnorm::ref {
 namespace {
@@ -32,29 +34,19 @@ Backward<T, float> Typed(const BackwardArgs& a) {
   return b;
 }
 
-// Calls fn with a value of the storage type problem.dtype names (its type is all that matters).
-template <class Fn>
-void WithStorage(rmsnorm_dtype dtype, const Fn& fn) {
-  switch (dtype) {
-    case RMSNORM_F32: return fn(float{});
-    case RMSNORM_BF16: return fn(bf16{});
-    case RMSNORM_F16: return fn(f16{});
-  }
-}
-
 }  // namespace
 
 void RmsForward(const Problem& p, const ForwardArgs& args) {
-  WithStorage(p.dtype, [&](auto t) { RmsForward(p, Typed<decltype(t)>(args)); });
+  registry::WithStorage(p.dtype, [&](auto t) { RmsForward(p, Typed<decltype(t)>(args)); });
 }
 void RmsBackward(const Problem& p, const BackwardArgs& args) {
-  WithStorage(p.dtype, [&](auto t) { RmsBackward(p, Typed<decltype(t)>(args)); });
+  registry::WithStorage(p.dtype, [&](auto t) { RmsBackward(p, Typed<decltype(t)>(args)); });
 }
 void LayerNormForward(const Problem& p, const ForwardArgs& args) {
-  WithStorage(p.dtype, [&](auto t) { LayerNormForward(p, Typed<decltype(t)>(args)); });
+  registry::WithStorage(p.dtype, [&](auto t) { LayerNormForward(p, Typed<decltype(t)>(args)); });
 }
 void LayerNormBackward(const Problem& p, const BackwardArgs& args) {
-  WithStorage(p.dtype, [&](auto t) { LayerNormBackward(p, Typed<decltype(t)>(args)); });
+  registry::WithStorage(p.dtype, [&](auto t) { LayerNormBackward(p, Typed<decltype(t)>(args)); });
 }
 
 }  // namespace rmsnorm::ref

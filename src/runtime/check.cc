@@ -42,15 +42,13 @@ class Buffers {
  public:
   Buffers(const char* fn, const Problem& p) : fn_(fn), p_(p) {}
 
-  void Row(const char* name, const void* data, bool output, bool required) {
-    const size_t size = DtypeSize(p_.dtype);
-    Add(name, data, size_t(p_.rows * p_.cols) * size, size, output, true, required);
-  }
-  void PerCol(const char* name, const void* data, bool output) {
-    Add(name, data, size_t(p_.cols) * sizeof(float), alignof(float), output, false, false);
-  }
-  void PerRow(const char* name, const void* data, bool output) {
-    Add(name, data, size_t(p_.rows) * sizeof(float), alignof(float), output, false, false);
+  void Add(const registry::TensorUse& use, const void* data) {
+    const registry::Shape shape = registry::Info(use.tensor).shape;
+    const bool row_tensor = shape == registry::Shape::kRowsCols;
+    const size_t size = row_tensor ? DtypeSize(p_.dtype) : sizeof(float);
+    const size_t bytes = size_t(registry::Elements(shape, p_.rows, p_.cols)) * size;
+    AddBuffer(registry::Info(use.tensor).name, data, bytes, size, registry::IsOutput(use.role), row_tensor,
+        registry::IsRequired(use.role));
   }
 
   void CheckOverlaps() const {
@@ -66,7 +64,7 @@ class Buffers {
   }
 
  private:
-  void Add(const char* name, const void* data, size_t bytes, size_t align, bool output, bool row_tensor,
+  void AddBuffer(const char* name, const void* data, size_t bytes, size_t align, bool output, bool row_tensor,
            bool required) {
     const auto begin = reinterpret_cast<uintptr_t>(data);
     if (data == nullptr) {
@@ -79,7 +77,7 @@ class Buffers {
 
   const char* fn_;
   const Problem& p_;
-  Buffer list_[10];  // the most any call takes; no allocation on the hot path
+  Buffer list_[registry::kMaxOpTensors];  // no allocation on the hot path
   size_t count_ = 0;
 };
 
@@ -101,7 +99,7 @@ Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind)
   if (c.rows < 0) Fail(fn, "config->rows must be >= 0 (got " + std::to_string(c.rows) + ")");
   if (c.cols < 1) Fail(fn, "config->cols must be >= 1 (got " + std::to_string(c.cols) + ")");
   const int dtype = RawEnum(c.dtype);
-  if (dtype != RMSNORM_F32 && dtype != RMSNORM_BF16 && dtype != RMSNORM_F16)
+  if (registry::FindDtype(dtype) == nullptr)
     Fail(fn, "config->dtype is not an rmsnorm_dtype (got " + std::to_string(dtype) + ")");
   // Every byte offset into the largest tensor must fit in ptrdiff_t. (Checked by an overflowing
   // multiplication: a division would cost a decode row more than all its other checks.)
@@ -128,33 +126,21 @@ Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind)
   return p;
 }
 
-void CheckForward(const char* fn, const Problem& p, const ForwardArgs& a, NormKind kind, bool fused_add) {
-  Buffers b(fn, p);
-  b.Row("x", a.x, false, true);
-  if (fused_add) b.Row("residual", a.residual, false, true);
-  b.PerCol("weight", a.weight, false);
-  b.PerCol("bias", a.bias, false);
-  b.Row("y", a.y, true, true);
-  if (fused_add) b.Row("residual_out", a.residual_out, true, true);
-  if (kind == NormKind::kLayer) b.PerRow("mean", a.mean, true);
-  b.PerRow("rstd", a.rstd, true);
-  b.CheckOverlaps();
-}
-
-void CheckBackward(const char* fn, const Problem& p, const BackwardArgs& a, NormKind kind) {
-  Buffers b(fn, p);
-  b.Row("dy", a.dy, false, true);
-  b.Row("x", a.x, false, true);
-  b.PerCol("weight", a.weight, false);
-  if (kind == NormKind::kLayer) {
-    if ((a.mean == nullptr) != (a.rstd == nullptr))
-      Fail(fn, "mean and rstd must be both given or both NULL (to recompute)");
-    b.PerRow("mean", a.mean, false);
+void CheckTensors(const registry::OpInfo& op, const Problem& p, const void* const* ordered) {
+  Buffers b(op.c_function, p);
+  bool reads_mean = false, mean_given = false, rstd_given = false;
+  for (size_t i = 0; i < op.num_tensors; ++i) {
+    const registry::TensorUse& use = op.tensors[i];
+    b.Add(use, ordered[i]);
+    if (use.tensor == registry::kMean && !registry::IsOutput(use.role)) {
+      reads_mean = true;
+      mean_given = ordered[i] != nullptr;
+    }
+    if (use.tensor == registry::kRstd) rstd_given = ordered[i] != nullptr;
   }
-  b.PerRow("rstd", a.rstd, false);
-  b.Row("dx", a.dx, true, true);
-  b.PerCol("dweight", a.dweight, true);
-  b.PerCol("dbias", a.dbias, true);
+  // A saved mean without its rstd (or the reverse) is a mistake, not a request to recompute one.
+  if (reads_mean && mean_given != rstd_given)
+    Fail(op.c_function, "mean and rstd must be both given or both NULL (to recompute)");
   b.CheckOverlaps();
 }
 

@@ -6,22 +6,23 @@
 #include <cstdint>
 #include <cstring>
 
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.h"
 #include "runtime/problem.h"
 
 namespace rmsnorm::runtime {
 
-enum class NormKind { kRms, kL2, kLayer };
+using registry::NormKind;
 
 // Checks the config (rows, cols, their product, dtype, eps, partial, weight_offset) and derives the
 // Problem: k and divisor follow the norm kind.
 Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind);
 
-// Checks the tensors of a forward or backward call with rows > 0: required pointers present, each
-// aligned to its element type, and no two buffers overlapping except an output that coincides exactly
-// with an input row tensor (in-place use).
-void CheckForward(const char* fn, const Problem& p, const ForwardArgs& a, NormKind kind, bool fused_add);
-void CheckBackward(const char* fn, const Problem& p, const BackwardArgs& a, NormKind kind);
+// Checks the tensors of a call of `op` with rows > 0, given in the op's C parameter order (see
+// registry/ops.inc): required pointers present, each aligned to its element type, a saved mean read
+// only with its rstd, and no two buffers overlapping except an output that coincides exactly with an
+// input row tensor (in-place use).
+void CheckTensors(const registry::OpInfo& op, const Problem& p, const void* const* ordered);
 
 // k = max(1, ceil(partial * cols)), a product within f32 rounding of an integer taken as that integer.
 // Assumes cols >= 1 and partial in (0, 1].

@@ -6,9 +6,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.h"
 
 namespace rmsnorm {
+
+using registry::DtypeSize;  // bytes per element of the (rows, cols) tensors
 
 // The statistic of the RMSNorm family is sum_{i<k} x_i^2 / divisor: RMSNorm (k = divisor = cols),
 // pRMSNorm (k = divisor = ceil(p * cols)) and L2-Norm (k = cols, divisor = 1) share one kernel.
@@ -45,9 +48,6 @@ struct BackwardArgs {
   float* dweight = nullptr;       // (cols)
   float* dbias = nullptr;         // (cols)
 };
-
-// Bytes per element of the (rows, cols) tensors.
-inline size_t DtypeSize(rmsnorm_dtype dtype) { return dtype == RMSNORM_F32 ? 4 : 2; }
 
 // The statistics' shared rule: a row whose ms + eps (or var + eps) is 0 normalizes to 0 and reports
 // rstd 0, rather than dividing by zero.

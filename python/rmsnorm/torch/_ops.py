@@ -23,7 +23,8 @@ from torch import Tensor
 
 from .. import _C
 
-_CODES = {torch.float32: _C.F32, torch.bfloat16: _C.BF16, torch.float16: _C.F16}
+# The library's dtypes as torch spells them (the registry's list, rmsnorm._C.DTYPES).
+_CODES = {getattr(torch, name): code for code, (_, _, _, name) in _C.DTYPES.items()}
 
 
 # Every tensor whose address goes to the kernel is bound to a local first, so that it outlives the call.
@@ -83,7 +84,7 @@ def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bo
     rows = x.numel() // cols
     w, b = _as_f32(weight), _as_f32(bias)
     y, mean, rstd = _like(x), _stats(rows, want_stats, x.device), _stats(rows, want_stats, x.device)
-    _C.layer_forward(rows, cols, _CODES[x.dtype], eps, 0.0, x.data_ptr(), _address(w), _address(b), y.data_ptr(),
+    _C.layer_forward(rows, cols, _CODES[x.dtype], eps, 1.0, 0.0, x.data_ptr(), _address(w), _address(b), y.data_ptr(),
                      _address(mean), _address(rstd))
     return y, mean, rstd
 
@@ -96,7 +97,7 @@ def layer_backward(dy: Tensor, x: Tensor, cols: int, weight, mean: Tensor, rstd:
     w, mean, rstd = _as_f32(weight), mean.contiguous(), rstd.contiguous()
     dx = _like(x)
     dw, db = _grad_buffer(cols, need_dweight, x.device), _grad_buffer(cols, need_dbias, x.device)
-    _C.layer_backward(rows, cols, _CODES[x.dtype], eps, 0.0, dy.data_ptr(), x.data_ptr(), _address(w),
+    _C.layer_backward(rows, cols, _CODES[x.dtype], eps, 1.0, 0.0, dy.data_ptr(), x.data_ptr(), _address(w),
                       mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), dw.data_ptr() if need_dweight else None,
                       db.data_ptr() if need_dbias else None)
     return dx, dw, db
