@@ -1,4 +1,4 @@
-// How a kernel's work is cut up and run, the same for every norm and direction.
+// How a kernel's work is run over the cut of row_plan.h, the same for every norm and direction.
 //
 // Determinism: the cut depends on the shape only. Row reductions fold fixed column chunks in chunk
 // order; parameter gradients sum fixed row blocks, each in row order, and then the blocks in block
@@ -12,33 +12,12 @@
 #include <vector>
 
 #include "cpu/dispatch.h"
+#include "cpu/row_plan.h"
 #include "hwy/cache_control.h"
-#include "runtime/cache_info.h"
 #include "runtime/parallel.h"
 #include "runtime/problem.h"
 
 namespace rmsnorm::cpu {
-
-// Columns per reduction chunk: each chunk's f32 partial sums fold into double in this fixed grid,
-// which also bounds the f32 error of any single partial however long the row.
-constexpr int64_t kChunk = 16384;
-// A row block holds at least this many elements, so a task is worth scheduling...
-constexpr int64_t kBlockElements = 16384;
-// ...there are at most this many blocks, and their parameter-gradient partials hold at most this many
-// floats per gradient: wide rows get fewer, taller blocks (the split path keeps those parallel).
-constexpr int64_t kMaxBlocks = 256;
-constexpr int64_t kMaxPartialElements = int64_t{1} << 22;
-// A backward's block holds at least this many rows (or all of them): each block zeroes, fills and
-// finally re-reads a (cols) f32 partial per gradient, which one-row blocks of long rows made cost more
-// than the row's own traffic. Few rows then run on the split path, parallel over column chunks.
-constexpr int64_t kMinPartialRows = 8;
-// Cache-resident rows of at most kMaxGroupedRowBytes run in groups of up to kMaxGroupRows holding at
-// most kGroupBytes of each row tensor, so a group's inputs stay in L1 from its reductions to its
-// outputs (see RunRowGroup). Rows of 512 f32 measured slower in groups; rows streaming from memory are
-// memory-bound and keep their next-row prefetches, which assume one row at a time.
-constexpr int64_t kMaxGroupedRowBytes = 1024;
-constexpr int64_t kMaxGroupRows = 8;
-constexpr int64_t kGroupBytes = 4096;
 
 // Statistics below this (mean square + eps, or variance + eps) are beyond what the f32 path computes
 // accurately (squares underflow); so are non-finite sums (squares overflow), and for LayerNorm a
@@ -57,56 +36,6 @@ inline bool RmsInverseRoot(const Problem& p, double sum_squares, double* rstd) {
   if (!std::isfinite(sum_squares) || ms_eps < kMinF32Statistic) return false;
   *rstd = 1.0 / std::sqrt(ms_eps);
   return true;
-}
-
-// Working sets above this (beyond the per-core L2) prefetch each next row while writing this one.
-constexpr int64_t kPrefetchBytes = int64_t{1} << 20;
-
-struct RowPlan {
-  int64_t rows = 0, cols = 0;
-  int64_t num_chunks = 1;
-  int64_t block_rows = 1, num_blocks = 0;
-  // Few long rows: run the reductions on (block, chunk) tiles so every thread has work.
-  bool split = false;
-  // Outputs beyond the last-level cache: non-temporal stores (see runtime/cache_info.h).
-  bool stream_outputs = false;
-  // Rows stream from memory: prefetch row r + 1 while writing row r, when a row is one chunk.
-  bool prefetch_rows = false;
-  // Rows reduced, finished and written as a group on the non-split path (see RunRowGroup).
-  int64_t group_rows = 1;
-
-  int64_t ChunkBegin(int64_t c) const { return c * kChunk; }
-  int64_t ChunkEnd(int64_t c) const { return std::min(cols, (c + 1) * kChunk); }
-  int64_t BlockBegin(int64_t b) const { return b * block_rows; }
-  int64_t BlockEnd(int64_t b) const { return std::min(rows, (b + 1) * block_rows); }
-};
-
-// `tensors`: how many (rows, cols) tensors the call moves, inputs and outputs. `param_grads`: the
-// call sums parameter gradients over rows (in per-block partials).
-inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = false) {
-  RowPlan plan;
-  plan.rows = p.rows;
-  plan.cols = p.cols;
-  plan.num_chunks = (p.cols + kChunk - 1) / kChunk;
-  if (p.rows == 1) {  // a decode row: skip the divisions below, a fair part of such a call's cost
-    plan.block_rows = plan.num_blocks = 1;
-  } else {
-    const int64_t by_size = (kBlockElements + p.cols - 1) / p.cols;
-    const int64_t by_count = (p.rows + kMaxBlocks - 1) / kMaxBlocks;
-    const int64_t max_blocks_by_scratch = std::max<int64_t>(1, kMaxPartialElements / p.cols);
-    const int64_t by_scratch = (p.rows + max_blocks_by_scratch - 1) / max_blocks_by_scratch;
-    const int64_t by_partials = param_grads ? std::min(p.rows, kMinPartialRows) : 1;
-    plan.block_rows = std::max<int64_t>({1, by_size, by_count, by_scratch, by_partials});
-    plan.num_blocks = (p.rows + plan.block_rows - 1) / plan.block_rows;
-  }
-  plan.split = plan.num_chunks > 1 && plan.num_blocks < 2 * runtime::NumThreads();
-  const int64_t tensor_bytes = p.rows * p.cols * int64_t(DtypeSize(p.dtype));
-  plan.stream_outputs = tensor_bytes >= runtime::StreamingStoreBytes();
-  plan.prefetch_rows = plan.num_chunks == 1 && p.rows > 1 && tensors * tensor_bytes > kPrefetchBytes;
-  const int64_t row_bytes = p.cols * int64_t(DtypeSize(p.dtype));
-  if (p.rows > 1 && !plan.split && !plan.prefetch_rows && row_bytes <= kMaxGroupedRowBytes)
-    plan.group_rows = std::min({kMaxGroupRows, kGroupBytes / row_bytes, p.rows});
-  return plan;
 }
 
 // Per-block partial sums of dweight and dbias: (num_blocks, cols) f32 for each gradient wanted, summed

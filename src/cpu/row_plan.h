@@ -1,0 +1,90 @@
+// How a call's work is cut up: column chunks, row blocks and groups of rows, and the memory hints
+// (streaming stores, next-row prefetches), all decided once per call. Apart from the scheduler
+// (row_driver.h), which runs a plan, so that the SIMD loops (HintsFor, simd-inl.h) read a plan's hints
+// without depending on how the rows are run. Which parts of the cut decide bits: see row_driver.h.
+#ifndef RMSNORM_SRC_CPU_ROW_PLAN_H_
+#define RMSNORM_SRC_CPU_ROW_PLAN_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "runtime/cache_info.h"
+#include "runtime/parallel.h"
+#include "runtime/problem.h"
+
+namespace rmsnorm::cpu {
+
+// Columns per reduction chunk: each chunk's f32 partial sums fold into double in this fixed grid,
+// which also bounds the f32 error of any single partial however long the row.
+constexpr int64_t kChunk = 16384;
+// A row block holds at least this many elements, so a task is worth scheduling...
+constexpr int64_t kBlockElements = 16384;
+// ...there are at most this many blocks, and their parameter-gradient partials hold at most this many
+// floats per gradient: wide rows get fewer, taller blocks (the split path keeps those parallel).
+constexpr int64_t kMaxBlocks = 256;
+constexpr int64_t kMaxPartialElements = int64_t{1} << 22;
+// A backward's block holds at least this many rows (or all of them): each block zeroes, fills and
+// finally re-reads a (cols) f32 partial per gradient, which one-row blocks of long rows made cost more
+// than the row's own traffic. Few rows then run on the split path, parallel over column chunks.
+constexpr int64_t kMinPartialRows = 8;
+// Cache-resident rows of at most kMaxGroupedRowBytes run in groups of up to kMaxGroupRows holding at
+// most kGroupBytes of each row tensor, so a group's inputs stay in L1 from its reductions to its
+// outputs (see RunRowGroup in row_driver.h). Rows of 512 f32 measured slower in groups; rows streaming
+// from memory are memory-bound and keep their next-row prefetches, which assume one row at a time.
+constexpr int64_t kMaxGroupedRowBytes = 1024;
+constexpr int64_t kMaxGroupRows = 8;
+constexpr int64_t kGroupBytes = 4096;
+
+// Working sets above this (beyond the per-core L2) prefetch each next row while writing this one.
+constexpr int64_t kPrefetchBytes = int64_t{1} << 20;
+
+struct RowPlan {
+  int64_t rows = 0, cols = 0;
+  int64_t num_chunks = 1;
+  int64_t block_rows = 1, num_blocks = 0;
+  // Few long rows: run the reductions on (block, chunk) tiles so every thread has work.
+  bool split = false;
+  // Outputs beyond the last-level cache: non-temporal stores (see runtime/cache_info.h).
+  bool stream_outputs = false;
+  // Rows stream from memory: prefetch row r + 1 while writing row r, when a row is one chunk.
+  bool prefetch_rows = false;
+  // Rows reduced, finished and written as a group on the non-split path (see RunRowGroup, row_driver.h).
+  int64_t group_rows = 1;
+
+  int64_t ChunkBegin(int64_t c) const { return c * kChunk; }
+  int64_t ChunkEnd(int64_t c) const { return std::min(cols, (c + 1) * kChunk); }
+  int64_t BlockBegin(int64_t b) const { return b * block_rows; }
+  int64_t BlockEnd(int64_t b) const { return std::min(rows, (b + 1) * block_rows); }
+};
+
+// `tensors`: how many (rows, cols) tensors the call moves, inputs and outputs. `param_grads`: the
+// call sums parameter gradients over rows (in per-block partials).
+inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = false) {
+  RowPlan plan;
+  plan.rows = p.rows;
+  plan.cols = p.cols;
+  plan.num_chunks = (p.cols + kChunk - 1) / kChunk;
+  if (p.rows == 1) {  // a decode row: skip the divisions below, a fair part of such a call's cost
+    plan.block_rows = plan.num_blocks = 1;
+  } else {
+    const int64_t by_size = (kBlockElements + p.cols - 1) / p.cols;
+    const int64_t by_count = (p.rows + kMaxBlocks - 1) / kMaxBlocks;
+    const int64_t max_blocks_by_scratch = std::max<int64_t>(1, kMaxPartialElements / p.cols);
+    const int64_t by_scratch = (p.rows + max_blocks_by_scratch - 1) / max_blocks_by_scratch;
+    const int64_t by_partials = param_grads ? std::min(p.rows, kMinPartialRows) : 1;
+    plan.block_rows = std::max<int64_t>({1, by_size, by_count, by_scratch, by_partials});
+    plan.num_blocks = (p.rows + plan.block_rows - 1) / plan.block_rows;
+  }
+  plan.split = plan.num_chunks > 1 && plan.num_blocks < 2 * runtime::NumThreads();
+  const int64_t tensor_bytes = p.rows * p.cols * int64_t(DtypeSize(p.dtype));
+  plan.stream_outputs = tensor_bytes >= runtime::StreamingStoreBytes();
+  plan.prefetch_rows = plan.num_chunks == 1 && p.rows > 1 && tensors * tensor_bytes > kPrefetchBytes;
+  const int64_t row_bytes = p.cols * int64_t(DtypeSize(p.dtype));
+  if (p.rows > 1 && !plan.split && !plan.prefetch_rows && row_bytes <= kMaxGroupedRowBytes)
+    plan.group_rows = std::min({kMaxGroupRows, kGroupBytes / row_bytes, p.rows});
+  return plan;
+}
+
+}  // namespace rmsnorm::cpu
+
+#endif  // RMSNORM_SRC_CPU_ROW_PLAN_H_
