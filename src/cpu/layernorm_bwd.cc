@@ -16,10 +16,10 @@
 #include <cmath>
 
 #include "cpu/cpu.h"
-#include "cpu/moments.h"
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 #include "cpu/row_plan.h"
+#include "cpu/statistics.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rmsnorm::cpu::HWY_NAMESPACE {

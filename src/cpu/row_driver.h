@@ -7,7 +7,6 @@
 #define RMSNORM_SRC_CPU_ROW_DRIVER_H_
 
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -18,25 +17,6 @@
 #include "runtime/problem.h"
 
 namespace rmsnorm::cpu {
-
-// Statistics below this (mean square + eps, or variance + eps) are beyond what the f32 path computes
-// accurately (squares underflow); so are non-finite sums (squares overflow), and for LayerNorm a
-// variance above kMaxF32Statistic (chunks of moderate values can merge into deviations beyond f32).
-// Such rare rows are recomputed in double: the common path stays fast, and any finite input works.
-constexpr double kMinF32Statistic = 0x1p-90;
-constexpr double kMaxF32Statistic = 0x1p200;
-// The matching bound on a saved rstd: 1 / sqrt(2^-90).
-constexpr float kMaxF32Rstd = 0x1p45f;
-
-// The RMSNorm family's rstd = 1 / sqrt(sum_squares / divisor + eps) from the f32 path's sum of squares,
-// or false when that sum is beyond what the f32 path computes accurately (the row goes to double).
-// One rule for forward and backward, so both send the same rows down the rare path.
-inline bool RmsInverseRoot(const Problem& p, double sum_squares, double* rstd) {
-  const double ms_eps = sum_squares / double(p.divisor) + double(p.eps);
-  if (!std::isfinite(sum_squares) || ms_eps < kMinF32Statistic) return false;
-  *rstd = 1.0 / std::sqrt(ms_eps);
-  return true;
-}
 
 // Per-block partial sums of dweight and dbias: (num_blocks, cols) f32 for each gradient wanted, summed
 // over blocks in block order in double. A single block sums straight into the output. The scratch is

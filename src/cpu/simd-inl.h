@@ -19,7 +19,8 @@
 #include <type_traits>
 
 #include "cpu/dispatch.h"
-#include "cpu/moments.h"
+#include "cpu/row_plan.h"
+#include "cpu/statistics.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -1,0 +1,79 @@
+// When a row's statistic is computed on the f32 path and when it goes to the double path (rare_rows.h),
+// and LayerNorm's mergeable moments. These are numeric rules, the same whichever way the rows are
+// scheduled: they live apart from the scheduler (row_driver.h), which never looks at a value.
+#ifndef RMSNORM_SRC_CPU_STATISTICS_H_
+#define RMSNORM_SRC_CPU_STATISTICS_H_
+
+#include <cmath>
+#include <cstdint>
+
+#include "runtime/problem.h"
+
+namespace rmsnorm::cpu {
+
+// Statistics below this (mean square + eps, or variance + eps) are beyond what the f32 path computes
+// accurately (squares underflow); so are non-finite sums (squares overflow), and for LayerNorm a
+// variance above kMaxF32Statistic (chunks of moderate values can merge into deviations beyond f32).
+// Such rare rows are recomputed in double: the common path stays fast, and any finite input works.
+constexpr double kMinF32Statistic = 0x1p-90;
+constexpr double kMaxF32Statistic = 0x1p200;
+// The matching bound on a saved rstd: 1 / sqrt(2^-90).
+constexpr float kMaxF32Rstd = 0x1p45f;
+
+// The RMSNorm family's rstd = 1 / sqrt(sum_squares / divisor + eps) from the f32 path's sum of squares,
+// or false when that sum is beyond what the f32 path computes accurately (the row goes to double).
+// One rule for forward and backward, so both send the same rows down the rare path.
+inline bool RmsInverseRoot(const Problem& p, double sum_squares, double* rstd) {
+  const double ms_eps = sum_squares / double(p.divisor) + double(p.eps);
+  if (!std::isfinite(sum_squares) || ms_eps < kMinF32Statistic) return false;
+  *rstd = 1.0 / std::sqrt(ms_eps);
+  return true;
+}
+
+// ---- LayerNorm's row statistics as mergeable moments: count, mean and the sum of squared deviations
+// (M2) of each chunk, combined in chunk order with Chan et al.'s pairwise update, in double ----------
+
+struct Moments {
+  int64_t count = 0;
+  double mean = 0.0;
+  double m2 = 0.0;
+};
+
+inline void FoldMoments(Moments& into, const Moments& part) {
+  if (part.count == 0) return;
+  if (into.count == 0) {
+    into = part;
+    return;
+  }
+  const double n = double(into.count + part.count);
+  const double delta = part.mean - into.mean;
+  into.mean += delta * double(part.count) / n;
+  into.m2 += part.m2 + delta * delta * double(into.count) * double(part.count) / n;
+  into.count += part.count;
+}
+
+// rstd = 1 / sqrt(M2 / n + eps), when the f32 path computes the row accurately (see kMinF32Statistic).
+inline bool MomentsInverseRoot(const Moments& m, float eps, double* rstd) {
+  const double var_eps = m.m2 / double(m.count) + double(eps);
+  if (!std::isfinite(m.mean) || !std::isfinite(m.m2) || var_eps < kMinF32Statistic || var_eps > kMaxF32Statistic)
+    return false;
+  *rstd = 1.0 / std::sqrt(var_eps);
+  return true;
+}
+
+// A mean as f32 hi + lo: centering as (x - hi) - lo keeps the bits of the double mean that one f32
+// would drop (a row of 16777216 and 16777218 has the mean 16777217, which f32 cannot hold).
+struct SplitMean {
+  float hi = 0.0f;
+  float lo = 0.0f;
+};
+inline SplitMean Split(double mean) {
+  SplitMean m;
+  m.hi = static_cast<float>(mean);
+  m.lo = static_cast<float>(mean - double(m.hi));
+  return m;
+}
+
+}  // namespace rmsnorm::cpu
+
+#endif  // RMSNORM_SRC_CPU_STATISTICS_H_
