@@ -6,7 +6,8 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Then the per-target headers.
 #include "hwy/highway.h"
-#include "cpu/simd-inl.h"
+#include "cpu/convert-inl.h"
+#include "cpu/loops-inl.h"
 #include "cpu/bf16_pairs-inl.h"
 
 HWY_BEFORE_NAMESPACE();

@@ -32,7 +32,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu/simd-inl.h"
+#include "cpu/convert-inl.h"
+#include "cpu/dispatch.h"
+#include "cpu/loops-inl.h"
+#include "cpu/norm_math-inl.h"
 #include "hwy/highway.h"
 #include "runtime/problem.h"
 
@@ -163,7 +166,7 @@ HWY_INLINE size_t ForEachBf16Pair(DF d, const hwy::bfloat16_t* in, hwy::bfloat16
 // vector (the bf16 bits land in the upper half, zeros below) and narrowing one signed pack for both
 // (no lane permute); the gain and bias are read in that order with one 128-bit block shuffle per
 // vector. The rounding, NaN test included, is the per-vector path's, and each column's formula is
-// the same: the same bits. SSE4 and AVX2 only (see simd-inl.h); other targets keep the per-vector
+// the same: the same bits. SSE4 and AVX2 only (see convert-inl.h); other targets keep the per-vector
 // path.
 constexpr bool kHaveBf16Zip = RMSNORM_HAVE_BF16_ZIP;
 

@@ -10,13 +10,17 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Then the per-target headers.
 #include "hwy/highway.h"
-#include "cpu/simd-inl.h"
+#include "cpu/convert-inl.h"
+#include "cpu/loops-inl.h"
+#include "cpu/sums-inl.h"
+#include "cpu/norm_math-inl.h"
 #include "cpu/bf16_pairs-inl.h"
 
 #include <cmath>
 #include <type_traits>
 
 #include "cpu/cpu.h"
+#include "cpu/dispatch.h"
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 #include "cpu/row_plan.h"

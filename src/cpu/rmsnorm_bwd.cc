@@ -11,12 +11,16 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Then the per-target headers.
 #include "hwy/highway.h"
-#include "cpu/simd-inl.h"
+#include "cpu/convert-inl.h"
+#include "cpu/loops-inl.h"
+#include "cpu/sums-inl.h"
+#include "cpu/norm_math-inl.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "cpu/cpu.h"
+#include "cpu/dispatch.h"
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 #include "cpu/row_plan.h"

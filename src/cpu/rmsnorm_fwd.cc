@@ -10,7 +10,9 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Then the per-target headers.
 #include "hwy/highway.h"
-#include "cpu/simd-inl.h"
+#include "cpu/convert-inl.h"
+#include "cpu/loops-inl.h"
+#include "cpu/sums-inl.h"
 #include "cpu/bf16_pairs-inl.h"
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include <type_traits>
 
 #include "cpu/cpu.h"
+#include "cpu/dispatch.h"
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 #include "cpu/row_plan.h"

@@ -1,7 +1,7 @@
 // How a call's work is cut up: column chunks, row blocks and groups of rows, and the memory hints
 // (streaming stores, next-row prefetches), all decided once per call. Apart from the scheduler
-// (row_driver.h), which runs a plan, so that the SIMD loops (HintsFor, simd-inl.h) read a plan's hints
-// without depending on how the rows are run. Which parts of the cut decide bits: see row_driver.h.
+// (row_driver.h), which runs a plan, so that the SIMD loops (loops-inl.h) read a plan's hints without
+// depending on how the rows are run. Which parts of the cut decide bits: see row_driver.h.
 #ifndef RMSNORM_SRC_CPU_ROW_PLAN_H_
 #define RMSNORM_SRC_CPU_ROW_PLAN_H_
 

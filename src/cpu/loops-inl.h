@@ -1,0 +1,225 @@
+// Walking a row, compiled once per Highway target: loads and stores of any count, for the last vector
+// of a range; the per-vector loops; and the output loop with the plan's memory hints (row_plan.h).
+// Every kernel's loops go through these, so that all of them treat a row's tail, its streaming stores
+// and its prefetches the same way, and a change to any of them is made once.
+
+// Per-target include guard, the Highway way.
+#if defined(RMSNORM_SRC_CPU_LOOPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RMSNORM_SRC_CPU_LOOPS_INL_H_
+#undef RMSNORM_SRC_CPU_LOOPS_INL_H_
+#else
+#define RMSNORM_SRC_CPU_LOOPS_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "cpu/convert-inl.h"
+#include "cpu/dispatch.h"
+#include "cpu/row_plan.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+
+// ---- Any count: the last vector of a range is read and written with masked moves on x86, elsewhere
+// through a zero-padded buffer, so nothing beyond the range is ever read or written, and the tail is
+// computed by the very same vector code ------------------------------------------------------------
+
+constexpr size_t kMaxLanes = hn::MaxLanes(DF());
+
+// Out of line and cold: the hot loops stay small enough to inline their per-vector bodies.
+template <class T>
+HWY_NOINLINE VF LoadPartial(DF d, const T* p, size_t count) {
+  HWY_ALIGN T buffer[kMaxLanes] = {};
+  std::memcpy(buffer, p, HWY_MIN(count, kMaxLanes) * sizeof(T));  // count < Lanes; the bound is for the compiler
+  return LoadFull(d, buffer);
+}
+
+template <class T>
+HWY_NOINLINE void StorePartial(DF d, VF v, T* p, size_t count) {
+  HWY_ALIGN T buffer[kMaxLanes];
+  StoreFull(d, v, buffer);
+  std::memcpy(p, buffer, HWY_MIN(count, kMaxLanes) * sizeof(T));
+}
+
+#if RMSNORM_HAVE_MASKED_MOVES
+// x86 has masked moves of 32-bit lanes only (before AVX-512): count 16-bit values move as whole
+// 32-bit pairs under a mask, and an odd last one on its own. Nothing past count is touched.
+using DU32Half = hn::Repartition<uint32_t, DU16>;
+
+HWY_INLINE hn::Vec<DU16> LoadBits16Partial(const void* p, size_t count) {
+  const DU16 du16;
+  const DU32Half du32;
+  const auto* bits = static_cast<const uint16_t*>(p);
+  auto v = hn::BitCast(du16, hn::MaskedLoad(hn::FirstN(du32, count / 2), du32, static_cast<const uint32_t*>(p)));
+  if (count % 2 != 0) {
+    const auto last = hn::Eq(hn::Iota(du16, 0), hn::Set(du16, uint16_t(count - 1)));
+    v = hn::IfThenElse(last, hn::Set(du16, bits[count - 1]), v);
+  }
+  return v;
+}
+
+HWY_INLINE void StoreBits16Partial(hn::Vec<DU16> v, void* p, size_t count) {
+  const DU32Half du32;
+  hn::BlendedStore(hn::BitCast(du32, v), hn::FirstN(du32, count / 2), du32, static_cast<uint32_t*>(p));
+  if (count % 2 != 0) static_cast<uint16_t*>(p)[count - 1] = hn::ExtractLane(v, count - 1);
+}
+
+HWY_INLINE VF WidenBits(DF d, hn::Vec<DU16> bits, const hwy::bfloat16_t*) {
+  return hn::BitCast(d, hn::ShiftLeft<16>(hn::PromoteTo(hn::RebindToUnsigned<DF>(), bits)));
+}
+HWY_INLINE VF WidenBits(DF d, hn::Vec<DU16> bits, const hwy::float16_t*) {
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(d, hn::BitCast(dh, bits));
+}
+HWY_INLINE hn::Vec<DU16> NarrowBits(DF d, VF v, const hwy::bfloat16_t*) { return Bf16Bits(d, v); }
+HWY_INLINE hn::Vec<DU16> NarrowBits(DF d, VF v, const hwy::float16_t*) { return F16Bits(d, v); }
+#endif
+
+// Tails on x86 use the masked moves instead of the buffer: the buffer's small stores followed by a
+// vector load cannot be forwarded, and with the calls that stall made a partial vector cost ~60 cycles
+// (a 1024x100 backward, nine partial vectors per row, ran 3.5x as long as 1024x96).
+template <class T>
+HWY_INLINE VF Load(DF d, const T* p, size_t count) {
+  if (HWY_LIKELY(count == hn::Lanes(d))) return LoadFull(d, p);
+  if (count == 0) return hn::Zero(d);  // past a range's end (see CanonicalSums in sums-inl.h): p is not read
+#if RMSNORM_HAVE_MASKED_MOVES
+  if constexpr (std::is_same_v<T, float>) {
+    return hn::MaskedLoad(hn::FirstN(d, count), d, p);
+  } else {
+    return WidenBits(d, LoadBits16Partial(p, count), p);
+  }
+#else
+  return LoadPartial(d, p, count);
+#endif
+}
+
+template <class T>
+HWY_INLINE void Store(DF d, VF v, T* p, size_t count) {
+  if (HWY_LIKELY(count == hn::Lanes(d))) return StoreFull(d, v, p);
+#if RMSNORM_HAVE_MASKED_MOVES
+  if constexpr (std::is_same_v<T, float>) {
+    hn::BlendedStore(v, hn::FirstN(d, count), d, p);
+  } else {
+    StoreBits16Partial(NarrowBits(d, v, p), p, count);
+  }
+#else
+  StorePartial(d, v, p, count);
+#endif
+}
+
+// The per-vector lambdas handed to the loops below must inline into them (RMSNORM_INLINE_LAMBDA): a call
+// per vector costs more than the vector's work, and GCC's size heuristics otherwise decline for the
+// bf16/f16 bodies.
+
+// Calls body(i, count) for i = 0, N, 2N, ... over [0, n): count is N = Lanes(d) except for a last,
+// partial vector (0 < count < N). Unrolled by two, for the loop overhead; elementwise results do not
+// depend on where a vector falls.
+template <class Body>
+HWY_INLINE void ForEachVector(DF d, size_t n, const Body& body) {
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    body(i, N);
+    body(i + N, N);
+  }
+  if (i + N <= n) {
+    body(i, N);
+    i += N;
+  }
+  if (i < n) body(i, n - i);
+}
+
+// The same calls as ForEachVector, last vector first. An output pass that follows a reduction over the
+// same row runs this way: it first meets the lines the reduction read last, which are still in L1 when
+// the row's inputs, parameters and output together outgrow it (4096 f32 with a gain: 48 KiB).
+template <class Body>
+HWY_INLINE void ForEachVectorReversed(DF d, size_t n, const Body& body) {
+  const size_t N = hn::Lanes(d);
+  size_t i = n - n % N;
+  if (i < n) body(i, n - i);
+  for (; i >= 2 * N; i -= 2 * N) {
+    body(i - N, N);
+    body(i - 2 * N, N);
+  }
+  if (i != 0) body(0, N);
+}
+
+// How an output loop writes (see RowPlan): non-temporal stores for outputs larger than the last-level
+// cache, prefetches of the next row's inputs so memory keeps streaming while this row computes from
+// cache, and the order of the pass. None changes a result.
+template <class T>
+struct OutputHints {
+  bool stream = false;
+  const T* prefetch_a = nullptr;  // indexed like the output; null for none
+  const T* prefetch_b = nullptr;
+  bool reversed = false;  // last vector first: see ForEachVectorReversed
+};
+
+// The hints for writing columns [c0, ...) of `row`: stream when the plan says so and the output is not
+// also an input (in place, the line was just read into cache, where ordinary stores are cheapest), and
+// prefetch the same columns of the next row of the inputs `a` and `b` (or null). A row that fits one
+// reduction chunk and is not streamed from memory is written last vector first, right after its
+// reductions; rows from memory go forward, so the next row's prefetches are issued in the order its
+// reductions will read them, and a split row's chunks were reduced long before.
+template <class T>
+HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t row, int64_t c0, const T* a,
+                                   const T* b = nullptr) {
+  OutputHints<T> hints;
+  hints.stream = plan.stream_outputs && !in_place;
+  if (plan.prefetch_rows && row + 1 < plan.rows) {
+    const int64_t next = (row + 1) * plan.cols + c0;
+    hints.prefetch_a = a + next;
+    hints.prefetch_b = b ? b + next : nullptr;
+  }
+  hints.reversed = plan.num_chunks == 1 && !plan.prefetch_rows && !hints.stream;
+  return hints;
+}
+
+// The hinted prefetches for an output loop at column i: one per cache line, into L2 (the lines are
+// read on the next row).
+template <class T>
+HWY_INLINE void PrefetchNextRow(const OutputHints<T>& hints, size_t i) {
+  constexpr size_t kLineElements = 64 / sizeof(T);
+  if (hints.prefetch_a && i % kLineElements == 0) {
+    __builtin_prefetch(hints.prefetch_a + i, 0, 2);
+    if (hints.prefetch_b) __builtin_prefetch(hints.prefetch_b + i, 0, 2);
+  }
+}
+
+// Calls v = body(i, count) for every vector of [0, n), as ForEachVector, and stores v to out + i.
+template <class T, class Body>
+HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hints, const Body& body) {
+  auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
+    PrefetchNextRow(hints, i);
+    const VF v = body(i, count);
+    if (stream) {
+      StoreStream(d, v, out + i);
+    } else {
+      Store(d, v, out + i, count);
+    }
+  };
+  if (hints.reversed) {
+    return ForEachVectorReversed(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
+  }
+  if (!hints.stream) {
+    return ForEachVector(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
+  }
+  // Ordinary stores up to the first aligned vector, streaming ones through the aligned middle.
+  const size_t N = hn::Lanes(d);
+  const size_t vector_bytes = N * sizeof(T);
+  const size_t misaligned = reinterpret_cast<uintptr_t>(out) % vector_bytes;
+  const size_t head = HWY_MIN(n, misaligned == 0 ? 0 : (vector_bytes - misaligned) / sizeof(T));
+  ForEachVector(d, head, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
+  size_t i = head;
+  for (; i + N <= n; i += N) step(i, N, true);
+  if (i < n) step(i, n - i, false);
+}
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
