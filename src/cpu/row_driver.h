@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cpu/dispatch.h"
@@ -124,6 +126,83 @@ template <class Kernel>
     RunRowGroup<kMaxGroupRows>(plan, kernel, first, std::min(plan.group_rows, end - first), dw, db);
 }
 
+// ---- The Kernel concept (see RunRows), checked at compile time -----------------------------------
+//
+// A kernel that lacks a member RunRows calls, or has it with a signature the call does not fit, fails
+// with a static_assert that names the member and the signature expected, before the errors from deep
+// inside the driver's templates. C++17 detection: each Op below is well-formed exactly when the kernel
+// has what RunRows uses, called the way RunRows calls it.
+namespace kernel_concept {
+
+template <class Void, template <class...> class Op, class... Args>
+struct Detector : std::false_type {};
+template <template <class...> class Op, class... Args>
+struct Detector<std::void_t<Op<Args...>>, Op, Args...> : std::true_type {};
+// Op<Args...> is well-formed.
+template <template <class...> class Op, class... Args>
+constexpr bool kDetected = Detector<void, Op, Args...>::value;
+
+// Op<Args...> is well-formed and converts to To.
+template <class To, template <class...> class Op, class... Args>
+constexpr bool DetectedConvertible() {
+  if constexpr (kDetected<Op, Args...>) {
+    return std::is_convertible_v<Op<Args...>, To>;
+  } else {
+    return false;
+  }
+}
+
+template <class K>
+using StateOf = typename K::State;
+template <class K>
+using PartialOf = typename K::Partial;
+template <class K>
+using NumPhasesOf = decltype(std::declval<const K&>().num_phases());
+template <class K>
+using ReduceOf = decltype(std::declval<const K&>().Reduce(int{}, int64_t{}, int64_t{}, int64_t{},
+                                                          std::declval<const typename K::State&>()));
+template <class K>
+using FoldOf = decltype(std::declval<const K&>().Fold(int{}, std::declval<typename K::State&>(),
+                                                      std::declval<const typename K::Partial&>()));
+template <class K>
+using FinishOf = decltype(std::declval<const K&>().Finish(int{}, int64_t{}, std::declval<typename K::State&>()));
+template <class K>
+using OutputOf = decltype(std::declval<const K&>().Output(int64_t{}, int64_t{}, int64_t{},
+                                                          std::declval<const typename K::State&>(),
+                                                          std::declval<float*>(), std::declval<float*>()));
+
+}  // namespace kernel_concept
+
+// True, or a compile error per member that Kernel lacks. Only in constant expressions: no code.
+template <class Kernel>
+constexpr bool CheckKernel() {
+  using namespace kernel_concept;
+  constexpr bool kHasState = kDetected<StateOf, Kernel>;
+  constexpr bool kHasPartial = kDetected<PartialOf, Kernel>;
+  static_assert(kHasState, "Kernel lacks `using State = ...;` (per-row state)");
+  static_assert(kHasPartial, "Kernel lacks `using Partial = ...;` (one chunk's reduction)");
+  // Without both types the members' signatures cannot be named: the two errors above say why.
+  if constexpr (kHasState && kHasPartial) {
+    static_assert(std::is_default_constructible_v<typename Kernel::State>,
+                  "Kernel::State must be default-constructible (default-constructed = nothing folded)");
+    static_assert(std::is_default_constructible_v<typename Kernel::Partial> &&
+                      std::is_copy_assignable_v<typename Kernel::Partial>,
+                  "Kernel::Partial must be default-constructible and copy-assignable");
+    static_assert(DetectedConvertible<int, NumPhasesOf, Kernel>(), "Kernel lacks `int num_phases() const`");
+    static_assert(DetectedConvertible<typename Kernel::Partial, ReduceOf, Kernel>(),
+                  "Kernel lacks `Partial Reduce(int phase, int64_t row, int64_t c0, int64_t c1, "
+                  "const State& state) const`");
+    static_assert(kDetected<FoldOf, Kernel>,
+                  "Kernel lacks `void Fold(int phase, State& state, const Partial& partial) const`");
+    static_assert(kDetected<FinishOf, Kernel>,
+                  "Kernel lacks `void Finish(int phase, int64_t row, State& state) const`");
+    static_assert(kDetected<OutputOf, Kernel>,
+                  "Kernel lacks `void Output(int64_t row, int64_t c0, int64_t c1, const State& state, float* dw, "
+                  "float* db) const`");
+  }
+  return true;
+}
+
 // Runs a kernel over every row. A Kernel provides:
 //   State, Partial                 per-row state (default-constructed = nothing folded) and the
 //                                  result of one reduction over one chunk
@@ -133,9 +212,11 @@ template <class Kernel>
 //   void Finish(phase, row, state&)             after the last chunk of a phase
 //   void Output(row, c0, c1, state, dw, db)     write columns [c0, c1) of a row's outputs and add to
 //                                               the block's parameter-gradient partials (or null)
-// `bytes` is the memory traffic of the whole call, for the threading decision.
+// CheckKernel above turns a missing member into an error that names it. `bytes` is the memory traffic
+// of the whole call, for the threading decision.
 template <class Kernel>
 void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const ParamGradPartials* grads) {
+  static_assert(CheckKernel<Kernel>());
   using State = typename Kernel::State;
   using Partial = typename Kernel::Partial;
   const int phases = kernel.num_phases();
