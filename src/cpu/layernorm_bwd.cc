@@ -126,18 +126,10 @@ class LayerNormBackwardKernel {
       s.rare_mean = mean_[row];
       s.rare_rstd = rstd_[row];
     } else {
-      double centered_squares;
-      MomentsDouble(x, p_.cols, &s.rare_mean, &centered_squares);
-      s.rare_rstd = InverseRootOrZero(centered_squares / double(p_.cols) + double(p_.eps));
+      LayerStatsDouble(x, p_, &s.rare_mean, &s.rare_rstd);
     }
-    double sum_u = 0.0, sum_u_xhat = 0.0;
-    for (int64_t i = 0; i < p_.cols; ++i) {
-      const double u = ToDouble(dy[i]) * GainDouble(gain_, i);
-      sum_u += u;
-      sum_u_xhat += u * (ToDouble(x[i]) - s.rare_mean) * s.rare_rstd;
-    }
-    s.rare_mean_u = sum_u / double(p_.cols);
-    s.rare_mean_u_xhat = sum_u_xhat / double(p_.cols);
+    formula::LayerBackwardMeans(p_, RowOf(dy), RowOf(x), GainOf(gain_), s.rare_mean, s.rare_rstd, &s.rare_mean_u,
+                                &s.rare_mean_u_xhat);
   }
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
@@ -185,11 +177,11 @@ class LayerNormBackwardKernel {
   RMSNORM_RARE_ROW_FUNCTION void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw,
                                             float* db) const {
     for (int64_t i = c0; i < c1; ++i) {
-      const double dy = ToDouble(dy_[at + i]);
-      const double xhat = (ToDouble(x_[at + i]) - s.rare_mean) * s.rare_rstd;
-      const double u = dy * GainDouble(gain_, i);
-      StoreDouble(s.rare_rstd * (u - s.rare_mean_u - xhat * s.rare_mean_u_xhat), dx_ + at + i);
-      if constexpr (kDweight) dw[i] += static_cast<float>(dy * xhat);
+      const double dy = ToDouble(dy_[at + i]), x = ToDouble(x_[at + i]);
+      StoreDouble(formula::LayerDx(dy, x, GainDouble(gain_, i), s.rare_mean, s.rare_rstd, s.rare_mean_u,
+                                   s.rare_mean_u_xhat),
+                  dx_ + at + i);
+      if constexpr (kDweight) dw[i] += static_cast<float>(formula::DweightTerm(dy, x, s.rare_mean, s.rare_rstd));
       if constexpr (kDbias) db[i] += static_cast<float>(dy);
     }
   }

@@ -73,9 +73,7 @@ class LayerNormForwardKernel {
       s.rstd = static_cast<float>(rstd);
     } else {
       s.rare = true;
-      double centered_squares;
-      MomentsDouble(x_ + row * p_.cols, p_.cols, &s.rare_mean, &centered_squares);
-      s.rare_rstd = InverseRootOrZero(centered_squares / double(p_.cols) + double(p_.eps));
+      LayerStatsDouble(x_ + row * p_.cols, p_, &s.rare_mean, &s.rare_rstd);
       mean = s.rare_mean;
       s.rstd = static_cast<float>(s.rare_rstd);
     }

@@ -1,6 +1,7 @@
 // The slow, exact path for rows the f32 path cannot take: statistics beyond f32's squared range
 // (|x| above about 1e19 or below about 1e-19 with a tiny eps), or non-finite sums. Scalar double
-// arithmetic reaches every finite f32 input; such rows are rare, so speed does not matter here.
+// arithmetic reaches every finite f32 input; such rows are rare, so speed does not matter here. The
+// formulas are the reference's (src/ref/formulas.h), over rows read straight from storage.
 #ifndef RMSNORM_SRC_CPU_RARE_ROWS_H_
 #define RMSNORM_SRC_CPU_RARE_ROWS_H_
 
@@ -8,6 +9,7 @@
 #include <cstring>
 
 #include "hwy/base.h"
+#include "ref/formulas.h"
 #include "rmsnorm/rmsnorm.hpp"
 #include "runtime/problem.h"
 
@@ -33,33 +35,29 @@ inline void StoreDouble(double v, hwy::float16_t* out) {
   std::memcpy(out, &bits, sizeof bits);
 }
 
-// sum_{i<n} x_i^2 in double.
+// A row in storage as the accessor the formulas take.
 template <class T>
-double SumSquaresDouble(const T* x, int64_t n) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += ToDouble(x[i]) * ToDouble(x[i]);
-  return sum;
+auto RowOf(const T* row) {
+  return [row](int64_t i) { return ToDouble(row[i]); };
 }
 
 // The RMSNorm family's rstd in double, from a row's first k elements (0 when ms + eps is 0).
 template <class T>
 double RmsInverseRootDouble(const T* row, const Problem& p) {
-  return InverseRootOrZero(SumSquaresDouble(row, p.k) / double(p.divisor) + double(p.eps));
+  return formula::RmsInverseRoot(p, RowOf(row));
 }
 
-// mean and sum of squared deviations of x[0, n), two passes in double.
+// LayerNorm's mean and rstd in double.
 template <class T>
-void MomentsDouble(const T* x, int64_t n, double* mean, double* centered_squares) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum += ToDouble(x[i]);
-  *mean = sum / double(n);
-  double squares = 0.0;
-  for (int64_t i = 0; i < n; ++i) squares += (ToDouble(x[i]) - *mean) * (ToDouble(x[i]) - *mean);
-  *centered_squares = squares;
+void LayerStatsDouble(const T* row, const Problem& p, double* mean, double* rstd) {
+  formula::LayerStats(p, RowOf(row), mean, rstd);
 }
 
-// The gain (see EffectiveGain), or 1 without weights.
+// The gain (see EffectiveGain), or 1 without weights; and as an accessor.
 inline double GainDouble(const float* gain, int64_t i) { return gain ? double(gain[i]) : 1.0; }
+inline auto GainOf(const float* gain) {
+  return [gain](int64_t i) { return GainDouble(gain, i); };
+}
 
 // Not vectorized, and out of line: one machine-code instance per storage type, shared by every SIMD
 // target and by every caller (a row alone or in a group). Where two NaNs meet (a NaN row and a NaN
@@ -76,10 +74,8 @@ inline double GainDouble(const float* gain, int64_t i) { return gain ? double(ga
 template <class T>
 RMSNORM_RARE_ROW_FUNCTION void RareForwardRow(const T* x, T* y, int64_t n, double mean, double rstd, const float* gain,
                                               const float* bias) {
-  for (int64_t i = 0; i < n; ++i) {
-    const double xhat = (ToDouble(x[i]) - mean) * rstd;
-    StoreDouble(xhat * GainDouble(gain, i) + (bias ? double(bias[i]) : 0.0), y + i);
-  }
+  for (int64_t i = 0; i < n; ++i)
+    StoreDouble(formula::Normalized(ToDouble(x[i]), mean, rstd, GainDouble(gain, i), bias ? double(bias[i]) : 0.0), y + i);
 }
 
 }  // namespace rmsnorm::cpu

@@ -114,10 +114,7 @@ class RmsBackwardKernel {
     s.rare_rstd = rstd_ != nullptr && SavedRstdUsable(rstd_[row])
                       ? double(rstd_[row])
                       : RmsInverseRootDouble(x, p_);
-    double dot = 0.0;
-    for (int64_t i = 0; i < p_.cols; ++i)
-      dot += ToDouble(dy[i]) * GainDouble(gain_, i) * ToDouble(x[i]) * s.rare_rstd;
-    s.rare_c = dot / double(p_.divisor);
+    s.rare_c = formula::RmsBackwardCoefficient(p_, RowOf(dy), RowOf(x), GainOf(gain_), s.rare_rstd);
   }
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
@@ -149,11 +146,9 @@ class RmsBackwardKernel {
   RMSNORM_RARE_ROW_FUNCTION void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw,
                                             float* db) const {
     for (int64_t i = c0; i < c1; ++i) {
-      const double dy = ToDouble(dy_[at + i]);
-      const double xhat = ToDouble(x_[at + i]) * s.rare_rstd;
-      const double correction = i < p_.k ? xhat * s.rare_c : 0.0;
-      StoreDouble(s.rare_rstd * (dy * GainDouble(gain_, i) - correction), dx_ + at + i);
-      if constexpr (kDweight) dw[i] += static_cast<float>(dy * xhat);
+      const double dy = ToDouble(dy_[at + i]), x = ToDouble(x_[at + i]);
+      StoreDouble(formula::RmsDx(p_, i, dy, x, GainDouble(gain_, i), s.rare_rstd, s.rare_c), dx_ + at + i);
+      if constexpr (kDweight) dw[i] += static_cast<float>(formula::DweightTerm(dy, x, 0.0, s.rare_rstd));
       if constexpr (kDbias) db[i] += static_cast<float>(dy);
     }
   }

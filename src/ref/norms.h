@@ -1,4 +1,5 @@
-// The reference: the definition of every norm as plain loops with double accumulation. No SIMD, no
+// The reference: the definition of every norm as plain loops with double accumulation (the formulas
+// themselves are in formulas.h, shared with the kernels' rare rows). No SIMD, no
 // threads, no cleverness: the oracle the fast kernels are tested against, and a backend users can
 // select at run time (RMSNORM_BACKEND=reference).
 //
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ref/formulas.h"
 #include "ref/storage.h"
 #include "runtime/problem.h"
 
@@ -53,22 +55,9 @@ void LoadRow(const T* row, int64_t n, std::vector<double>& out) {
   for (int64_t i = 0; i < n; ++i) out[i] = ToDouble(row[i]);
 }
 
-// 1 / sqrt(sum_{i<k} a_i^2 / divisor + eps).
-inline double RmsInverseRoot(const Problem& p, const std::vector<double>& a) {
-  double sum_squares = 0.0;
-  for (int64_t i = 0; i < p.k; ++i) sum_squares += a[i] * a[i];
-  return InverseRootOrZero(sum_squares / double(p.divisor) + double(p.eps));
-}
-
-// mean and 1 / sqrt(var + eps), two passes.
-inline void LayerStats(const Problem& p, const std::vector<double>& a, double* mean, double* rstd) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < p.cols; ++i) sum += a[i];
-  const double mu = sum / double(p.cols);
-  double centered = 0.0;
-  for (int64_t i = 0; i < p.cols; ++i) centered += (a[i] - mu) * (a[i] - mu);
-  *mean = mu;
-  *rstd = InverseRootOrZero(centered / double(p.cols) + double(p.eps));
+// A loaded row as the accessor the formulas take.
+inline auto Row(const std::vector<double>& a) {
+  return [&a](int64_t i) { return a[size_t(i)]; };
 }
 
 template <class T, class P>
@@ -95,10 +84,10 @@ void RmsForward(const Problem& p, const Forward<T, P>& f) {
         a[i] = ToDouble(h);
       }
     }
-    const double rstd = RmsInverseRoot(p, a);
+    const double rstd = formula::RmsInverseRoot(p, Row(a));
     for (int64_t i = 0; i < p.cols; ++i) {
       const double bias = f.bias ? double(f.bias[i]) : 0.0;
-      f.y[at + i] = FromDouble<T>(a[i] * rstd * Gain(p, f.weight, i) + bias);
+      f.y[at + i] = FromDouble<T>(formula::Normalized(a[i], 0.0, rstd, Gain(p, f.weight, i), bias));
     }
     if (f.rstd) f.rstd[row] = static_cast<P>(rstd);
   }
@@ -113,14 +102,12 @@ void RmsBackward(const Problem& p, const Backward<T, P>& b) {
     LoadRow(b.x + at, p.cols, a);
     LoadRow(b.dy + at, p.cols, dy);
     const bool saved = b.rstd && SavedRstdUsable(static_cast<float>(b.rstd[row]));
-    const double rstd = saved ? double(b.rstd[row]) : RmsInverseRoot(p, a);
-    double dot = 0.0;
-    for (int64_t i = 0; i < p.cols; ++i) dot += dy[i] * Gain(p, b.weight, i) * a[i] * rstd;
+    const double rstd = saved ? double(b.rstd[row]) : formula::RmsInverseRoot(p, Row(a));
+    const auto gain = [&](int64_t i) { return Gain(p, b.weight, i); };
+    const double c = formula::RmsBackwardCoefficient(p, Row(dy), Row(a), gain, rstd);
     for (int64_t i = 0; i < p.cols; ++i) {
-      const double xhat = a[i] * rstd;
-      const double correction = i < p.k ? xhat * dot / double(p.divisor) : 0.0;
-      b.dx[at + i] = FromDouble<T>(rstd * (dy[i] * Gain(p, b.weight, i) - correction));
-      dweight[i] += dy[i] * xhat;
+      b.dx[at + i] = FromDouble<T>(formula::RmsDx(p, i, dy[i], a[i], gain(i), rstd, c));
+      dweight[i] += formula::DweightTerm(dy[i], a[i], 0.0, rstd);
       dbias[i] += dy[i];
     }
   }
@@ -134,10 +121,10 @@ void LayerNormForward(const Problem& p, const Forward<T, P>& f) {
     const int64_t at = row * p.cols;
     LoadRow(f.x + at, p.cols, a);
     double mean, rstd;
-    LayerStats(p, a, &mean, &rstd);
+    formula::LayerStats(p, Row(a), &mean, &rstd);
     for (int64_t i = 0; i < p.cols; ++i) {
       const double bias = f.bias ? double(f.bias[i]) : 0.0;
-      f.y[at + i] = FromDouble<T>((a[i] - mean) * rstd * Gain(p, f.weight, i) + bias);
+      f.y[at + i] = FromDouble<T>(formula::Normalized(a[i], mean, rstd, Gain(p, f.weight, i), bias));
     }
     if (f.mean) f.mean[row] = static_cast<P>(mean);
     if (f.rstd) f.rstd[row] = static_cast<P>(rstd);
@@ -157,19 +144,14 @@ void LayerNormBackward(const Problem& p, const Backward<T, P>& b) {
       mean = double(b.mean[row]);
       rstd = double(b.rstd[row]);
     } else {
-      LayerStats(p, a, &mean, &rstd);
+      formula::LayerStats(p, Row(a), &mean, &rstd);
     }
-    double sum_u = 0.0, sum_u_xhat = 0.0;
+    const auto gain = [&](int64_t i) { return Gain(p, b.weight, i); };
+    double mean_u, mean_u_xhat;
+    formula::LayerBackwardMeans(p, Row(dy), Row(a), gain, mean, rstd, &mean_u, &mean_u_xhat);
     for (int64_t i = 0; i < p.cols; ++i) {
-      const double u = dy[i] * Gain(p, b.weight, i);
-      sum_u += u;
-      sum_u_xhat += u * (a[i] - mean) * rstd;
-    }
-    const double mean_u = sum_u / double(p.cols), mean_u_xhat = sum_u_xhat / double(p.cols);
-    for (int64_t i = 0; i < p.cols; ++i) {
-      const double xhat = (a[i] - mean) * rstd;
-      b.dx[at + i] = FromDouble<T>(rstd * (dy[i] * Gain(p, b.weight, i) - mean_u - xhat * mean_u_xhat));
-      dweight[i] += dy[i] * xhat;
+      b.dx[at + i] = FromDouble<T>(formula::LayerDx(dy[i], a[i], gain(i), mean, rstd, mean_u, mean_u_xhat));
+      dweight[i] += formula::DweightTerm(dy[i], a[i], mean, rstd);
       dbias[i] += dy[i];
     }
   }

@@ -49,12 +49,6 @@ struct BackwardArgs {
   float* dbias = nullptr;         // (cols)
 };
 
-// The statistics' shared rule: a row whose ms + eps (or var + eps) is 0 normalizes to 0 and reports
-// rstd 0, rather than dividing by zero.
-inline double InverseRootOrZero(double ms_plus_eps) {
-  return ms_plus_eps == 0.0 ? 0.0 : 1.0 / std::sqrt(ms_plus_eps);
-}
-
 // A saved rstd is used when it is a positive normal f32; 0 (a zero row), infinity or a subnormal (rows
 // beyond f32's squared range) make the backward recompute the statistics from x, in double.
 inline bool SavedRstdUsable(float rstd) { return std::isnormal(rstd) && rstd > 0.0f; }
