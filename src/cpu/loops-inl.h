@@ -89,8 +89,10 @@ HWY_INLINE VF Load(DF d, const T* p, size_t count) {
 #if RMSNORM_HAVE_MASKED_MOVES
   if constexpr (std::is_same_v<T, float>) {
     return hn::MaskedLoad(hn::FirstN(d, count), d, p);
-  } else {
+  } else if constexpr (sizeof(T) == 2) {
     return WidenBits(d, LoadBits16Partial(p, count), p);
+  } else {  // a storage type of another size: the buffer
+    return LoadPartial(d, p, count);
   }
 #else
   return LoadPartial(d, p, count);
@@ -103,8 +105,10 @@ HWY_INLINE void Store(DF d, VF v, T* p, size_t count) {
 #if RMSNORM_HAVE_MASKED_MOVES
   if constexpr (std::is_same_v<T, float>) {
     hn::BlendedStore(v, hn::FirstN(d, count), d, p);
-  } else {
+  } else if constexpr (sizeof(T) == 2) {
     StoreBits16Partial(NarrowBits(d, v, p), p, count);
+  } else {
+    StorePartial(d, v, p, count);
   }
 #else
   StorePartial(d, v, p, count);

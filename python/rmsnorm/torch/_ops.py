@@ -24,7 +24,7 @@ from torch import Tensor
 from .. import _C
 
 # The library's dtypes as torch spells them (the registry's list, rmsnorm._C.DTYPES).
-_CODES = {getattr(torch, name): code for code, (_, _, _, name) in _C.DTYPES.items()}
+_CODES = {getattr(torch, name): code for code, (_, _, _, name) in _C.DTYPES.items() if hasattr(torch, name)}
 
 
 # Every tensor whose address goes to the kernel is bound to a local first, so that it outlives the call.
