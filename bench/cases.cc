@@ -29,10 +29,11 @@ const std::vector<OpDirection>& OpDirections() {
 }
 
 // Streaming (each tensor 4-8x the 32 MiB L3), cache-resident (a training micro-batch slice), a
-// decode row, long rows (fewer rows than threads, cols past 64K), and an odd width (every row ends in
-// a partial vector).
+// decode row, short rows (QK-norm: tokens x heads rows of head_dim 128), long rows (fewer rows than
+// threads, cols past 64K), and an odd width (every row ends in a partial vector).
 const std::vector<Shape>& DefaultShapes() {
-  static const std::vector<Shape> shapes = {{8192, 4096}, {64, 1024}, {1, 4096}, {4, 262144}, {1024, 100}};
+  static const std::vector<Shape> shapes = {{8192, 4096}, {64, 1024}, {1, 4096}, {4096, 128}, {4, 262144},
+                                            {1024, 100}};
   return shapes;
 }
 

@@ -72,12 +72,13 @@ std::string StatsJson(const TimeStats& s) {
          std::to_string(s.samples) + ", \"calls_per_sample\": " + std::to_string(s.calls_per_sample) + "}";
 }
 
-// [{"threads": 2, "median_seconds": ...}, ...]
+// [{"threads": 2, "stores": "non-temporal", "median_seconds": ...}, ...]
 std::string CandidatesJson(const std::vector<CaseResult::StreamCandidate>& candidates) {
   std::string text = "[";
   for (size_t i = 0; i < candidates.size(); ++i)
     text += std::string(i ? ", " : "") + "{\"threads\": " + std::to_string(candidates[i].threads) +
-            ", \"median_seconds\": " + Number(candidates[i].median_seconds) + "}";
+            ", \"stores\": \"" + StreamStoresName(candidates[i].stores) + "\", \"median_seconds\": " +
+            Number(candidates[i].median_seconds) + "}";
   return text + "]";
 }
 
@@ -138,6 +139,8 @@ void WriteJson(std::ostream& out, const MachineInfo& m, const RunInfo& run, cons
           .Num("gbps", r.gbps)
           .String("stream_loop", r.stream_loop)
           .Num("stream_threads", r.stream_threads)
+          .String("stream_stores", StreamStoresName(r.stream_stores))
+          .Num("ordinary_stream_gbps", r.ordinary_stream_gbps)
           .Raw("stream_time_seconds", StatsJson(r.stream_time))
           .Raw("stream_candidates", CandidatesJson(r.stream_candidates))
           .Num("stream_gbps", r.stream_gbps)

@@ -13,6 +13,7 @@ namespace {
 
 std::string StreamColumn(const CaseResult& r) {
   std::string s = FormatGbps(r.stream_gbps);
+  if (r.stream_stores == StreamStores::kNonTemporal) s += " nt";
   if (r.stream_threads != r.c.threads) s += " (" + std::to_string(r.stream_threads) + "t)";
   return s;
 }
@@ -37,18 +38,19 @@ std::vector<const CaseResult*> DisplayOrder(const std::vector<CaseResult>& resul
 
 Table ResultsTable(const std::vector<const CaseResult*>& rows) {
   Table t;
-  t.header = {"op", "dir", "dtype", "shape", "thr", "fits", "time", "±", "GB/s", "stream GB/s", "of stream",
-              "vs LN"};
-  t.right_aligned = {false, false, false, false, true, false, true, true, true, true, true, true};
+  t.header = {"op", "dir", "dtype", "shape", "thr", "fits", "time", "±", "GB/s", "stream GB/s", "ordinary",
+              "of stream", "vs LN"};
+  t.right_aligned = {false, false, false, false, true, false, true, true, true, true, true, true, true};
   for (const CaseResult* r : rows) {
     std::vector<std::string> row = {OpLabel(r->c.op),          DirectionName(r->c.direction), DtypeName(r->c.dtype),
                                     ShapeName(r->c.shape),     std::to_string(r->c.threads), r->residency};
     if (!r->ok()) {
-      row.insert(row.end(), {"failed", "", "", "", "", ""});
+      row.insert(row.end(), {"failed", "", "", "", "", "", ""});
     } else {
       const double vs = r->vs_layernorm;
       row.insert(row.end(), {FormatSeconds(r->time.median), FormatPercent(r->time.relative_spread()),
-                             FormatGbps(r->gbps), StreamColumn(*r), FormatFixed(r->fraction_of_stream, 2),
+                             FormatGbps(r->gbps), StreamColumn(*r), FormatGbps(r->ordinary_stream_gbps),
+                             FormatFixed(r->fraction_of_stream, 2),
                              std::isnan(vs) ? "-" : FormatFixed(vs, 2) + "x"});
     }
     t.rows.push_back(row);
@@ -103,6 +105,7 @@ const char* ShapeRole(Shape s) {
   if (s == Shape{8192, 4096}) return "streaming from DRAM";
   if (s == Shape{64, 1024}) return "cache-resident";
   if (s == Shape{1, 4096}) return "one decode row";
+  if (s == Shape{4096, 128}) return "short rows: per-head QK-norm";
   if (s.rows < 8 && s.cols >= 65536) return "few long rows";
   if (s == Shape{1024, 100}) return "odd width: each row ends in a partial vector";
   return nullptr;
@@ -168,9 +171,11 @@ void PrintReport(std::ostream& out, ReportFormat format, const MachineInfo& mach
       "time: median seconds per call; ±: half the interquartile range of the samples, relative to the median.",
       "GB/s: bytes moved / time (1e9 B/s), bytes = tensors x rows x cols x sizeof(dtype); tensors = 2 for fwd "
       "(x, y), 4 for add_rmsnorm fwd (+ residual, residual_out), 3 for bwd (dy, x, dx), 5 for fwd+bwd.",
-      "stream GB/s: a vectorized loop moving the same bytes over the same buffers on the same threads (scale "
-      "y=s*x, triad dx=dy+s*x, add+scale, or scale then triad), sampled in turn with the op; (1t): the "
-      "calling thread alone was faster, as it is for work the library keeps inline.",
+      "stream GB/s: the fastest of vectorized loops moving the same bytes over the same buffers (scale "
+      "y=s*x, triad dx=dy+s*x, add+scale, or scale then triad) with ordinary and with non-temporal stores, "
+      "sampled in turn with the op; nt: the non-temporal loop was the faster, as it is for data streaming "
+      "from memory; (1t): the calling thread alone was faster, as it is for work the library keeps inline. "
+      "ordinary: the fastest loop with ordinary stores.",
       "of stream: op GB/s / stream GB/s. vs LN: LayerNorm time / this op's time, same dtype, shape, "
       "direction and threads (> 1: faster than LayerNorm). fits: the smallest cache level holding the bytes.",
   };
@@ -183,7 +188,7 @@ void PrintReport(std::ostream& out, ReportFormat format, const MachineInfo& mach
     Print(out, format, decode);
   }
 
-  Heading(out, format, "Targets (issue 3)");
+  Heading(out, format, "Targets (issue 14)");
   Print(out, format, TargetsTable(targets));
   for (const CaseResult& r : results)
     if (!r.ok()) out << (md ? "\n" : "") << "failed: " << CaseId(r.c) << ": " << r.error << '\n';

@@ -20,16 +20,20 @@ struct CaseResult {
   TimeStats time;         // seconds per call
   double gbps = 0;        // bytes / median time, 1e9 bytes per second
 
-  // The stream loop over the same buffers and bytes, sampled in turn with the op. For work small
-  // enough that the library keeps it on the calling thread it is also run inline, and the faster
-  // of the two is the limit; stream_threads says which.
+  // The stream loop over the same buffers and bytes, sampled in turn with the op, with ordinary and
+  // with non-temporal stores. For work small enough that the library keeps it on the calling thread
+  // it is also run inline. The fastest variant is the limit; stream_threads and stream_stores say
+  // which.
   std::string stream_loop;
   TimeStats stream_time;
   int stream_threads = 0;
+  StreamStores stream_stores = StreamStores::kOrdinary;
   double stream_gbps = 0;
   double fraction_of_stream = 0;  // stream time / op time = op GB/s / stream GB/s
+  double ordinary_stream_gbps = 0;  // the fastest variant with ordinary stores, for the second line
   struct StreamCandidate {
     int threads;
+    StreamStores stores;
     double median_seconds;
   };
   std::vector<StreamCandidate> stream_candidates;  // every variant measured, the chosen one included

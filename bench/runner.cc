@@ -109,29 +109,38 @@ void MeasureGroup(const Group& group, const std::vector<Case>& cases, const Samp
   const size_t n = size_t(group.shape.rows * group.shape.cols);
   const StreamOperands operands = OperandsFor(group.loop, workspace);
   const size_t first_stream = contenders.size();
+  std::vector<CaseResult::StreamCandidate> candidates;
   std::vector<int> stream_threads = {group.threads};
   const int64_t bytes = int64_t(StreamTensors(group.loop)) * int64_t(n) * int64_t(DtypeSize(group.dtype));
   if (group.threads > 1 && bytes <= kInlineCandidateBytes) stream_threads.push_back(1);
-  for (int t : stream_threads)
-    contenders.push_back([=] { RunStream(group.loop, group.dtype, n, t, operands); });
+  for (int t : stream_threads) {
+    for (StreamStores stores : {StreamStores::kOrdinary, StreamStores::kNonTemporal}) {
+      candidates.push_back({t, stores, 0.0});
+      contenders.push_back([=] { RunStream(group.loop, stores, group.dtype, n, t, operands); });
+    }
+  }
 
   const std::vector<TimeStats> stats = MeasureInTurn(contenders, policy);
-  size_t best_stream = first_stream;
-  for (size_t s = first_stream; s < stats.size(); ++s)
-    if (stats[s].median < stats[best_stream].median) best_stream = s;
+  size_t best = 0, best_ordinary = 0;
+  for (size_t s = 0; s < candidates.size(); ++s) {
+    candidates[s].median_seconds = stats[first_stream + s].median;
+    if (candidates[s].median_seconds < candidates[best].median_seconds) best = s;
+    if (candidates[s].stores == StreamStores::kOrdinary &&
+        candidates[s].median_seconds < candidates[best_ordinary].median_seconds)
+      best_ordinary = s;
+  }
 
-  const TimeStats& stream = stats[best_stream];
-  std::vector<CaseResult::StreamCandidate> candidates;
-  for (size_t s = first_stream; s < stats.size(); ++s)
-    candidates.push_back({stream_threads[s - first_stream], stats[s].median});
+  const TimeStats& stream = stats[first_stream + best];
   for (size_t k = 0; k < measured.size(); ++k) {
     CaseResult& r = results[measured[k]];
     r.time = stats[k];
     r.gbps = double(r.bytes) / r.time.median * 1e-9;
     r.stream_time = stream;
     r.stream_candidates = candidates;
-    r.stream_threads = stream_threads[best_stream - first_stream];
+    r.stream_threads = candidates[best].threads;
+    r.stream_stores = candidates[best].stores;
     r.stream_gbps = double(r.bytes) / stream.median * 1e-9;
+    r.ordinary_stream_gbps = double(r.bytes) / candidates[best_ordinary].median_seconds * 1e-9;
     r.fraction_of_stream = stream.median / r.time.median;
   }
 }

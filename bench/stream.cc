@@ -4,6 +4,7 @@
 #define HWY_TARGET_INCLUDE "stream.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Then the per-target headers.
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
 #include <omp.h>
@@ -35,6 +36,31 @@ HWY_INLINE void StoreF32(DF, VF v, hwy::float16_t* p) {
   hn::StoreU(hn::DemoteTo(dh, v), dh, p);
 }
 
+// The same with a non-temporal store: the line goes to memory without being read first. p is aligned
+// to the stored vector (RunOne starts every range on a 64-element boundary of page-aligned buffers).
+// Highway 1.0.3 streams a vector narrower than a register as a whole register, past its end, so such
+// a vector (bf16 / f16 on SSE4) is stored normally, as the library's kernels do.
+HWY_INLINE void StreamF32(DF d, VF v, float* p) { hn::Stream(v, d, p); }
+template <class T>
+HWY_INLINE void StreamF32(DF d, VF v, T* p) {
+  const hn::Rebind<T, DF> dt;
+  const hn::Rebind<uint16_t, DF> du16;
+  if constexpr (hn::MaxLanes(du16) * sizeof(uint16_t) >= 16) {
+    hn::Stream(hn::BitCast(du16, hn::DemoteTo(dt, v)), du16, reinterpret_cast<uint16_t*>(p));
+  } else {
+    StoreF32(d, v, p);
+  }
+}
+
+template <bool kNonTemporal, class T>
+HWY_INLINE void StoreOut(DF d, VF v, T* p) {
+  if constexpr (kNonTemporal) {
+    StreamF32(d, v, p);
+  } else {
+    StoreF32(d, v, p);
+  }
+}
+
 // The bodies handed to FullVectors must inline into it (a call per vector would be the bottleneck).
 #ifndef STREAM_INLINE_LAMBDA
 #if defined(__GNUC__)
@@ -64,12 +90,12 @@ HWY_INLINE size_t FullVectors(DF d, size_t n, const Body& body) {
 
 // Each loop runs full vectors, then passes a last partial vector through zero-padded copies so that
 // nothing outside [0, n) is touched.
-template <class T>
+template <bool kNT, class T>
 void ScaleRange(const T* a, T* p, size_t n, float s) {
   const DF d;
   const VF vs = hn::Set(d, s);
   const size_t i = FullVectors(d, n, [&](size_t j) STREAM_INLINE_LAMBDA {
-    StoreF32(d, hn::Mul(LoadF32(d, a + j), vs), p + j);
+    StoreOut<kNT>(d, hn::Mul(LoadF32(d, a + j), vs), p + j);
   });
   if (i == n) return;
   HWY_ALIGN T in[hn::MaxLanes(d)] = {};
@@ -79,12 +105,12 @@ void ScaleRange(const T* a, T* p, size_t n, float s) {
   std::memcpy(p + i, out, (n - i) * sizeof(T));
 }
 
-template <class T>
+template <bool kNT, class T>
 void TriadRange(const T* a, const T* b, T* p, size_t n, float s) {
   const DF d;
   const VF vs = hn::Set(d, s);
   const size_t i = FullVectors(d, n, [&](size_t j) STREAM_INLINE_LAMBDA {
-    StoreF32(d, hn::MulAdd(LoadF32(d, b + j), vs, LoadF32(d, a + j)), p + j);
+    StoreOut<kNT>(d, hn::MulAdd(LoadF32(d, b + j), vs, LoadF32(d, a + j)), p + j);
   });
   if (i == n) return;
   HWY_ALIGN T in_a[hn::MaxLanes(d)] = {};
@@ -96,14 +122,14 @@ void TriadRange(const T* a, const T* b, T* p, size_t n, float s) {
   std::memcpy(p + i, out, (n - i) * sizeof(T));
 }
 
-template <class T>
+template <bool kNT, class T>
 void AddScaleRange(const T* a, const T* b, T* p, T* q, size_t n, float s) {
   const DF d;
   const VF vs = hn::Set(d, s);
   const size_t i = FullVectors(d, n, [&](size_t j) STREAM_INLINE_LAMBDA {
     const VF sum = hn::Add(LoadF32(d, a + j), LoadF32(d, b + j));
-    StoreF32(d, sum, q + j);
-    StoreF32(d, hn::Mul(sum, vs), p + j);
+    StoreOut<kNT>(d, sum, q + j);
+    StoreOut<kNT>(d, hn::Mul(sum, vs), p + j);
   });
   if (i == n) return;
   HWY_ALIGN T in_a[hn::MaxLanes(d)] = {};
@@ -120,7 +146,7 @@ void AddScaleRange(const T* a, const T* b, T* p, T* q, size_t n, float s) {
 }
 
 // Elements [begin, end) of one loop (kScaleThenTriad is run as its two halves by the caller).
-template <class T>
+template <bool kNT, class T>
 void RangeOf(StreamLoop loop, size_t begin, size_t end, const StreamOperands& o) {
   // Inputs are never written, so any s keeps repeated runs finite; 0.5 also avoids subnormals.
   constexpr float kScalar = 0.5f;
@@ -129,23 +155,36 @@ void RangeOf(StreamLoop loop, size_t begin, size_t end, const StreamOperands& o)
   T* p = static_cast<T*>(o.p) + begin;
   T* q = static_cast<T*>(o.q) + begin;
   const size_t n = end - begin;
+  if constexpr (kNT) {  // an output off a vector boundary cannot stream (callers align them: RunStream)
+    constexpr uintptr_t kVectorBytes = 64;
+    if (reinterpret_cast<uintptr_t>(p) % kVectorBytes != 0 || reinterpret_cast<uintptr_t>(q) % kVectorBytes != 0)
+      return RangeOf<false, T>(loop, begin, end, o);
+  }
   switch (loop) {
-    case StreamLoop::kScale: return ScaleRange(a, p, n, kScalar);
-    case StreamLoop::kTriad: return TriadRange(a, b, p, n, kScalar);
-    case StreamLoop::kAddScale: return AddScaleRange(a, b, p, q, n, kScalar);
+    case StreamLoop::kScale: return ScaleRange<kNT>(a, p, n, kScalar);
+    case StreamLoop::kTriad: return TriadRange<kNT>(a, b, p, n, kScalar);
+    case StreamLoop::kAddScale: return AddScaleRange<kNT>(a, b, p, q, n, kScalar);
     case StreamLoop::kScaleThenTriad: return;
   }
 }
 
-void StreamRange(int loop, int dtype, size_t begin, size_t end, const StreamOperands& operands) {
-  const auto l = static_cast<StreamLoop>(loop);
-  switch (static_cast<rmsnorm_dtype>(dtype)) {
+template <bool kNT>
+void StreamRangeOf(StreamLoop loop, rmsnorm_dtype dtype, size_t begin, size_t end, const StreamOperands& operands) {
+  switch (dtype) {
 #define RMSNORM_DTYPE(Id, code, name, Storage, KernelStorage, ...) \
   case code:                                                     \
-    return RangeOf<KernelStorage>(l, begin, end, operands);
+    return RangeOf<kNT, KernelStorage>(loop, begin, end, operands);
 #include "registry/dtypes.inc"
 #undef RMSNORM_DTYPE
   }
+}
+
+void StreamRange(int loop, int dtype, int stores, size_t begin, size_t end, const StreamOperands& operands) {
+  const auto l = static_cast<StreamLoop>(loop);
+  const auto t = static_cast<rmsnorm_dtype>(dtype);
+  if (static_cast<StreamStores>(stores) == StreamStores::kOrdinary) return StreamRangeOf<false>(l, t, begin, end, operands);
+  StreamRangeOf<true>(l, t, begin, end, operands);
+  hwy::FlushStream();  // non-temporal stores are weakly ordered: done before the range counts as written
 }
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
@@ -163,12 +202,13 @@ namespace {
 // Each thread's range starts on a 64-element boundary, so no two threads write one cache line.
 constexpr size_t kSplitAlignment = 64;
 
-void RunOne(StreamLoop loop, rmsnorm_dtype dtype, size_t n, int threads, const StreamOperands& operands) {
+void RunOne(StreamLoop loop, StreamStores stores, rmsnorm_dtype dtype, size_t n, int threads,
+            const StreamOperands& operands) {
   // Resolve the dispatch once, on one thread, before any team calls through the table.
-  static const bool resolved = (HWY_DYNAMIC_DISPATCH(StreamRange)(0, 0, 0, 0, StreamOperands{}), true);
+  static const bool resolved = (HWY_DYNAMIC_DISPATCH(StreamRange)(0, 0, 0, 0, 0, StreamOperands{}), true);
   (void)resolved;
   if (threads <= 1) {
-    HWY_DYNAMIC_DISPATCH(StreamRange)(int(loop), int(dtype), 0, n, operands);
+    HWY_DYNAMIC_DISPATCH(StreamRange)(int(loop), int(dtype), int(stores), 0, n, operands);
     return;
   }
   const size_t per_thread = (n + size_t(threads) - 1) / size_t(threads);
@@ -177,7 +217,7 @@ void RunOne(StreamLoop loop, rmsnorm_dtype dtype, size_t n, int threads, const S
   {
     const size_t begin = std::min(n, size_t(omp_get_thread_num()) * chunk);
     const size_t end = std::min(n, begin + chunk);
-    if (begin < end) HWY_DYNAMIC_DISPATCH(StreamRange)(int(loop), int(dtype), begin, end, operands);
+    if (begin < end) HWY_DYNAMIC_DISPATCH(StreamRange)(int(loop), int(dtype), int(stores), begin, end, operands);
   }
 }
 
@@ -203,17 +243,22 @@ const char* StreamLoopName(StreamLoop loop) {
   return "?";
 }
 
-void RunStream(StreamLoop loop, rmsnorm_dtype dtype, size_t n, int threads, const StreamOperands& operands) {
-  if (loop != StreamLoop::kScaleThenTriad) return RunOne(loop, dtype, n, threads, operands);
+void RunStream(StreamLoop loop, StreamStores stores, rmsnorm_dtype dtype, size_t n, int threads,
+               const StreamOperands& operands) {
+  if (loop != StreamLoop::kScaleThenTriad) return RunOne(loop, stores, dtype, n, threads, operands);
   StreamOperands forward;
   forward.a = operands.a;
   forward.p = operands.q;
-  RunOne(StreamLoop::kScale, dtype, n, threads, forward);
+  RunOne(StreamLoop::kScale, stores, dtype, n, threads, forward);
   StreamOperands backward;
   backward.a = operands.b;
   backward.b = operands.a;
   backward.p = operands.p;
-  RunOne(StreamLoop::kTriad, dtype, n, threads, backward);
+  RunOne(StreamLoop::kTriad, stores, dtype, n, threads, backward);
+}
+
+const char* StreamStoresName(StreamStores stores) {
+  return stores == StreamStores::kNonTemporal ? "non-temporal" : "ordinary";
 }
 
 const char* StreamTarget() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }

@@ -17,7 +17,14 @@ enum class StreamLoop {
   kScaleThenTriad,  // kScale then kTriad, two calls   5 tensors: forward then backward
 };
 
+// How the loops write: ordinary stores, or non-temporal ones that send each line to memory without
+// reading it first (what the library's kernels do for outputs beyond the last-level cache). For data
+// that streams from memory the non-temporal loop is the faster, the honest limit; for data that stays
+// in cache the ordinary one is. A case is compared with the faster of the two.
+enum class StreamStores { kOrdinary, kNonTemporal };
+
 int StreamTensors(StreamLoop loop);
+const char* StreamStoresName(StreamStores stores);
 const char* StreamLoopName(StreamLoop loop);
 
 // Operands in the case's dtype, n elements each. kScale reads a and writes p; kTriad reads a, b and
@@ -32,7 +39,9 @@ struct StreamOperands {
 
 // Runs the loop once. threads <= 1 runs on the calling thread; otherwise an OpenMP team of `threads`
 // splits the elements into equal contiguous ranges (schedule(static)), as the library's pool would.
-void RunStream(StreamLoop loop, rmsnorm_dtype dtype, size_t n, int threads, const StreamOperands& operands);
+// Non-temporal stores need the operands page-aligned (as Workspace and Tensor allocate them).
+void RunStream(StreamLoop loop, StreamStores stores, rmsnorm_dtype dtype, size_t n, int threads,
+               const StreamOperands& operands);
 
 // The Highway target the loops dispatch to (compare with rmsnorm_cpu_target()).
 const char* StreamTarget();
