@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "hwy/base.h"
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.h"
 
 // A lambda that must inline into its caller, which GCC's size heuristics may otherwise decline.
@@ -31,6 +32,18 @@ HWY_INLINE void WithStorage(rmsnorm_dtype dtype, const Fn& fn) {
 #undef RMSNORM_DTYPE
   }
 }
+
+// The C++ storage type (include/rmsnorm/rmsnorm.hpp) of a kernel storage type: the same bits, with the
+// scalar conversions.
+template <class KernelStorage>
+struct StorageOf;
+#define RMSNORM_DTYPE(Id, code, name, Storage, KernelStorage, ...) \
+  template <>                                                    \
+  struct StorageOf<KernelStorage> {                              \
+    using type = Storage;                                        \
+  };
+#include "registry/dtypes.inc"
+#undef RMSNORM_DTYPE
 
 // fn(std::true_type{}) or fn(std::false_type{}).
 template <class Fn>

@@ -8,31 +8,28 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/dispatch.h"
 #include "hwy/base.h"
 #include "ref/formulas.h"
-#include "rmsnorm/rmsnorm.hpp"
+#include "registry/registry.h"
 #include "runtime/problem.h"
 
 namespace rmsnorm::cpu {
 
-inline uint16_t Bits16(const void* p) {
-  uint16_t bits;
-  std::memcpy(&bits, p, sizeof bits);
-  return bits;
+// A kernel storage value (Highway's type) as double, and a double rounded through f32 to it, by way of
+// the C++ storage type of the same bits (registry/dtypes.inc): one rounding rule for every dtype.
+template <class T>
+double ToDouble(T v) {
+  typename StorageOf<T>::type storage;
+  static_assert(sizeof storage == sizeof v, "a kernel type holds its dtype's bits");
+  std::memcpy(&storage, &v, sizeof v);
+  return registry::ToFloat(storage);
 }
-
-inline double ToDouble(float v) { return v; }
-inline double ToDouble(hwy::bfloat16_t v) { return static_cast<float>(bf16::from_bits(Bits16(&v))); }
-inline double ToDouble(hwy::float16_t v) { return f16::to_float(Bits16(&v)); }
-
-inline void StoreDouble(double v, float* out) { *out = static_cast<float>(v); }
-inline void StoreDouble(double v, hwy::bfloat16_t* out) {
-  const uint16_t bits = bf16::from_float(static_cast<float>(v));
-  std::memcpy(out, &bits, sizeof bits);
-}
-inline void StoreDouble(double v, hwy::float16_t* out) {
-  const uint16_t bits = f16::from_float(static_cast<float>(v));
-  std::memcpy(out, &bits, sizeof bits);
+template <class T>
+void StoreDouble(double v, T* out) {
+  const auto storage = registry::FromFloat<typename StorageOf<T>::type>(static_cast<float>(v));
+  static_assert(sizeof storage == sizeof *out, "a kernel type holds its dtype's bits");
+  std::memcpy(out, &storage, sizeof storage);
 }
 
 // A row in storage as the accessor the formulas take.
