@@ -94,9 +94,9 @@ StreamLoop StreamLoopFor(Op op, Direction direction) {
 }
 
 std::vector<Case> DefaultCases(int hardware_threads, const std::vector<int>& explicit_threads,
-                               bool single_thread_rows) {
+                               bool single_thread_rows, const std::vector<Shape>& shapes) {
   std::vector<Case> cases;
-  for (const Shape& shape : DefaultShapes()) {
+  for (const Shape& shape : shapes.empty() ? DefaultShapes() : shapes) {
     for (rmsnorm_dtype dtype : DefaultDtypes()) {
       for (const OpDirection& od : OpDirections()) {
         Case c;

@@ -51,8 +51,9 @@ StreamLoop StreamLoopFor(Op op, Direction direction);
 // Every case of the default run at `hardware_threads`, plus, with `single_thread_rows`, the key ones
 // (f32 RMSNorm, pRMSNorm and LayerNorm; bf16 forward at the streaming shape) on 1 thread when that
 // differs. With explicit thread counts, every case runs at each of them instead.
+// `shapes` replaces the default shapes when not empty.
 std::vector<Case> DefaultCases(int hardware_threads, const std::vector<int>& explicit_threads,
-                               bool single_thread_rows);
+                               bool single_thread_rows, const std::vector<Shape>& shapes = {});
 
 // Comma-separated alternatives; a case is kept when its id contains any of them. A leading '^'
 // anchors an alternative at the start of the id (so "^rmsnorm/" leaves out prmsnorm and add_rmsnorm).

@@ -20,6 +20,25 @@ bool ParseThreads(const std::string& text, std::vector<int>& threads) {
   return !threads.empty();
 }
 
+// "8192x4096,4096x128": rows >= 1 and cols >= 1 each.
+bool ParseShapes(const std::string& text, std::vector<std::pair<int64_t, int64_t>>& shapes) {
+  shapes.clear();
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start) == std::string::npos ? text.size() : text.find(',', start);
+    const std::string item = text.substr(start, comma - start);
+    char* end = nullptr;
+    const long long rows = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end != 'x' || rows < 1) return false;
+    const char* cols_text = end + 1;
+    const long long cols = std::strtoll(cols_text, &end, 10);
+    if (end == cols_text || *end != '\0' || cols < 1 || rows > (int64_t{1} << 40) / cols) return false;
+    shapes.emplace_back(rows, cols);
+    start = comma + 1;
+  }
+  return !shapes.empty();
+}
+
 }  // namespace
 
 const char* UsageText() {
@@ -35,6 +54,7 @@ const char* UsageText() {
          "                      instead of about a minute\n"
          "  --threads N[,M]     run every case at these thread counts (default: all hardware\n"
          "                      threads, plus 1 thread for the key cases unless --quick)\n"
+         "  --shapes RxC[,RxC]  these shapes instead of the default ones (e.g. 2048x4096,4096x128)\n"
          "  --filter S[,T]      only cases whose id contains S (or T); ^S anchors at the start.\n"
          "                      ids look like rmsnorm/fwd/f32/8192x4096/t2\n"
          "  --list              print the selected case ids, bytes moved and cache level; run nothing\n"
@@ -77,6 +97,12 @@ bool ParseOptions(int argc, char** argv, Options& options, std::string& error) {
     } else if (arg == "--filter") {
       if (!take_value()) return false;
       options.filter = value;
+    } else if (arg == "--shapes") {
+      if (!take_value()) return false;
+      if (!ParseShapes(value, options.shapes)) {
+        error = "--shapes wants rows x cols like 8192x4096 or 1x4096,4096x128; got '" + value + "'";
+        return false;
+      }
     } else if (arg == "--threads") {
       if (!take_value()) return false;
       if (!ParseThreads(value, options.threads)) {

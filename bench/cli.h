@@ -2,7 +2,9 @@
 #ifndef RMSNORM_BENCH_CLI_H_
 #define RMSNORM_BENCH_CLI_H_
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rmsnorm_bench {
@@ -12,6 +14,7 @@ struct Options {
   bool markdown = false;     // --markdown
   bool quick = false;        // --quick
   std::vector<int> threads;  // --threads N[,M...]; empty: the default thread plan
+  std::vector<std::pair<int64_t, int64_t>> shapes;  // --shapes RxC[,RxC...]; empty: the default shapes
   std::string filter;        // --filter SUBSTR[,SUBSTR...]
   bool list = false;         // --list
   bool help = false;         // --help

@@ -30,7 +30,9 @@ int Main(int argc, char** argv) {
   const MachineInfo machine = DetectMachine();
   std::vector<Case> cases;
   // --quick leaves out the 1-thread rows: they are the slowest cases, and it is a quick look.
-  for (const Case& c : DefaultCases(machine.hardware_threads, options.threads, !options.quick))
+  std::vector<Shape> shapes;
+  for (const auto& [rows, cols] : options.shapes) shapes.push_back(Shape{rows, cols});
+  for (const Case& c : DefaultCases(machine.hardware_threads, options.threads, !options.quick, shapes))
     if (MatchesFilter(c, options.filter)) cases.push_back(c);
   if (options.list) {
     PrintCaseList(std::cout, cases, machine);
