@@ -19,7 +19,9 @@ from . import _ops
 # float32, bfloat16 and float16 inputs the kernels take.
 RMS_NORM_DEFAULT_EPS = torch.finfo(torch.float32).eps
 
-_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# The library's dtypes torch has (the registry's list, through _ops._CODES), and how messages name them.
+_DTYPES = tuple(_ops._CODES)
+_DTYPE_NAMES = ", ".join(str(d).replace("torch.", "") for d in _DTYPES)
 # meta tensors run the fake implementations: shape inference and meta-device model construction work.
 _DEVICES = ("cpu", "meta")
 
@@ -102,7 +104,7 @@ def _check_input(fn, input):
         raise TypeError(f"{fn}: input must be a torch.Tensor, got {type(input).__name__}")
     _check_device(fn, "input", input)
     if input.dtype not in _DTYPES:
-        raise TypeError(f"{fn}: input has dtype {input.dtype}; supported are float32, bfloat16 and float16")
+        raise TypeError(f"{fn}: input has dtype {input.dtype}; supported are {_DTYPE_NAMES}")
     if input.layout != torch.strided:
         raise TypeError(f"{fn}: input must be a dense (strided) tensor, got layout {input.layout}")
 
@@ -147,7 +149,7 @@ def _check_param(fn, name, p, input, shape):
     if p.device != input.device:
         raise ValueError(f"{fn}: {name} is on {p.device} but input is on {input.device}")
     if p.dtype not in _DTYPES:
-        raise TypeError(f"{fn}: {name} has dtype {p.dtype}; supported are float32, bfloat16 and float16")
+        raise TypeError(f"{fn}: {name} has dtype {p.dtype}; supported are {_DTYPE_NAMES}")
     if tuple(p.shape) != shape:
         raise ValueError(f"{fn}: {name} must have shape {list(shape)} (normalized_shape), got {list(p.shape)}")
     return p

@@ -45,7 +45,7 @@ class RMSNorm(nn.RMSNorm):
         partial = check_partial(fn, partial)
         weight_offset = check_offset(fn, weight_offset)
         if dtype is not None and dtype not in F._DTYPES:
-            raise TypeError(f"{fn}: dtype must be float32, bfloat16 or float16, got {dtype}")
+            raise TypeError(f"{fn}: dtype must be one of {F._DTYPE_NAMES}, got {dtype}")
         super().__init__(shape, eps, elementwise_affine, device=device, dtype=dtype)
         self.partial = partial
         self.weight_offset = weight_offset
@@ -86,7 +86,7 @@ class LayerNorm(nn.LayerNorm):
         shape = F.normalized_shape_tuple(fn, normalized_shape)
         eps = check_eps(fn, eps)
         if dtype is not None and dtype not in F._DTYPES:
-            raise TypeError(f"{fn}: dtype must be float32, bfloat16 or float16, got {dtype}")
+            raise TypeError(f"{fn}: dtype must be one of {F._DTYPE_NAMES}, got {dtype}")
         super().__init__(shape, eps, elementwise_affine, bias, device=device, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
