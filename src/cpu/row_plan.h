@@ -44,7 +44,8 @@ struct RowPlan {
   int64_t block_rows = 1, num_blocks = 0;
   // Few long rows: run the reductions on (block, chunk) tiles so every thread has work.
   bool split = false;
-  // Outputs beyond the last-level cache: non-temporal stores (see runtime/cache_info.h).
+  // Calls whose row tensors outgrow a quarter of the last-level cache: non-temporal stores (see
+  // runtime/cache_info.h).
   bool stream_outputs = false;
   // Rows stream from memory: prefetch row r + 1 while writing row r, when a row is one chunk.
   bool prefetch_rows = false;
@@ -77,7 +78,7 @@ inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = fa
   }
   plan.split = plan.num_chunks > 1 && plan.num_blocks < 2 * runtime::NumThreads();
   const int64_t tensor_bytes = p.rows * p.cols * int64_t(DtypeSize(p.dtype));
-  plan.stream_outputs = tensor_bytes >= runtime::StreamingStoreBytes();
+  plan.stream_outputs = tensors * tensor_bytes >= runtime::StreamingStoreBytes();
   plan.prefetch_rows = plan.num_chunks == 1 && p.rows > 1 && tensors * tensor_bytes > kPrefetchBytes;
   const int64_t row_bytes = p.cols * int64_t(DtypeSize(p.dtype));
   if (p.rows > 1 && !plan.split && !plan.prefetch_rows && row_bytes <= kMaxGroupedRowBytes)

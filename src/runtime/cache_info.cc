@@ -52,7 +52,7 @@ int64_t LastLevelCacheBytes() {
 int64_t StreamingStoreBytes() {
   static const int64_t bytes = [] {
     if (const char* env = std::getenv("RMSNORM_STREAM_BYTES")) return int64_t(std::strtoll(env, nullptr, 10));
-    return LastLevelCacheBytes();
+    return LastLevelCacheBytes() / 4;
   }();
   return bytes;
 }

@@ -6,9 +6,13 @@
 
 namespace rmsnorm::runtime {
 
-// Outputs of at least this many bytes are written with non-temporal stores: they would not stay in
-// cache anyway, and such stores skip reading each line before overwriting it. The last-level cache's
-// size (Linux sysfs, else sysconf, else 32 MiB), or RMSNORM_STREAM_BYTES from the environment.
+// Calls that move at least this many bytes of (rows, cols) tensors, inputs and outputs, write their
+// outputs with non-temporal stores: such outputs would leave the cache before anything read them, and
+// these stores skip reading each line before overwriting it. A quarter of the last-level cache (Linux
+// sysfs, else sysconf, else 32 MiB): glibc's memcpy streams copies of that size by default, and
+// counting every tensor of the call streams a little earlier than it would. The rest of the cache
+// holds the rest of the program, and a virtual machine's reported cache is shared with other tenants.
+// RMSNORM_STREAM_BYTES from the environment overrides it (0: always).
 int64_t StreamingStoreBytes();
 
 }  // namespace rmsnorm::runtime
