@@ -79,9 +79,10 @@ inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = fa
   plan.split = plan.num_chunks > 1 && plan.num_blocks < 2 * runtime::NumThreads();
   const int64_t tensor_bytes = p.rows * p.cols * int64_t(DtypeSize(p.dtype));
   plan.stream_outputs = tensors * tensor_bytes >= runtime::StreamingStoreBytes();
-  plan.prefetch_rows = plan.num_chunks == 1 && p.rows > 1 && tensors * tensor_bytes > kPrefetchBytes;
   const int64_t row_bytes = p.cols * int64_t(DtypeSize(p.dtype));
-  if (p.rows > 1 && !plan.split && !plan.prefetch_rows && row_bytes <= kMaxGroupedRowBytes)
+  const bool short_rows = row_bytes <= kMaxGroupedRowBytes;
+  plan.prefetch_rows = plan.num_chunks == 1 && p.rows > 1 && !short_rows && tensors * tensor_bytes > kPrefetchBytes;
+  if (p.rows > 1 && !plan.split && !plan.prefetch_rows && short_rows)
     plan.group_rows = std::min({kMaxGroupRows, kGroupBytes / row_bytes, p.rows});
   return plan;
 }

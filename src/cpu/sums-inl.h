@@ -47,6 +47,40 @@ HWY_INLINE float FoldPartials(float* p) {
   return p[0];
 }
 
+// Step 4 in registers, on the targets of a fixed width N = 16 / Q <= 16 lanes, with the partials
+// q * N + lane in a0..a3: the additions of FoldPartials, operand for operand (p_j + p_{j+h}), without
+// the trip through memory and a scalar add per partial. A short row's whole statistic is a few vectors,
+// and this fold was a fair part of its time.
+#undef RMSNORM_FOLD_IN_REGISTERS
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+#define RMSNORM_FOLD_IN_REGISTERS 1
+
+// p_j += p_{j+h} for h = N/2, ..., 1 within one vector; returns p_0.
+template <class D>
+HWY_INLINE float FoldLanes(D d, hn::Vec<D> v) {
+  if constexpr (hn::MaxLanes(d) == 1) {
+    return hn::GetLane(v);
+  } else {
+    const hn::Half<D> dh;
+    return FoldLanes(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+
+template <size_t Q>
+HWY_INLINE float FoldVectors(DF d, VF a0, VF a1, VF a2, VF a3) {
+  static_assert(Q == 1 || Q == 2 || Q == 4, "16 partials in 1, 2 or 4 vectors");
+  if constexpr (Q == 4) {  // h = 8 = 2N
+    a0 = hn::Add(a0, a2);
+    a1 = hn::Add(a1, a3);
+  }
+  if constexpr (Q >= 2) a0 = hn::Add(a0, a1);  // h = 8 = N (Q = 2) or h = 4 = N (Q = 4)
+  (void)a1, (void)a2, (void)a3;
+  return FoldLanes(d, a0);
+}
+#else
+#define RMSNORM_FOLD_IN_REGISTERS 0
+#endif
+
 // K = 1 or 2 sums at once: value(i, count, a, b) sets a (and b) to the values of columns [i, i + N)
 // of the range, where count = min(N, n - i) columns lie inside it (0 past its end): columns past the
 // range must get the values of zero inputs. Q = 16 / N. Targets with Q > 4 (the scalar one) keep 4
@@ -87,6 +121,13 @@ HWY_INLINE void CanonicalSumsQ(DF d, size_t n, const Value& value, float* sums) 
     size_t base = 0;
     for (; base + kSumBlock <= n; base += kSumBlock) block(base, std::true_type{});
     if (base < n) block(base, std::false_type{});
+#if RMSNORM_FOLD_IN_REGISTERS
+    if constexpr (Q <= 4) {  // every partial is held: one pass, folded where it is
+      sums[0] = FoldVectors<Q>(d, a0, a1, a2, a3);
+      if constexpr (K == 2) sums[1] = FoldVectors<Q>(d, b0, b1, b2, b3);
+      return;
+    }
+#endif
     const auto store = [&](size_t j, VF acc_a, VF acc_b) RMSNORM_INLINE_LAMBDA {
       hn::Store(acc_a, d, partials[0] + (q0 + j) * N);
       if constexpr (K == 2) hn::Store(acc_b, d, partials[K - 1] + (q0 + j) * N);
