@@ -20,7 +20,7 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := g++ make cmake pkg-config libhwy-dev libgtest-dev libbenchmark-dev libopenblas-dev zlib1g-dev \
                 gnuplot-nox bible-kjv dataset-fashion-mnist python3-venv python3-dev
 
-.PHONY: help deps build python test test-cpp test-asan test-python repro-build demo repro bench peers clean
+.PHONY: help deps build python test test-cpp test-asan test-python repro-build demo repro bench peers peers-onednn clean
 
 help:
 	@echo "make demo    run the paper reproduction (short) and print the table"
@@ -28,6 +28,7 @@ help:
 	@echo "make bench   run rmsnorm-bench (kernel speed against this machine's memory bandwidth)"
 	@echo "make repro   the longer reproduction: several seeds, mean and spread"
 	@echo "make peers   ours against PyTorch and ONNX Runtime (bench/peers.py)"
+	@echo "make peers-onednn  ours against oneDNN's RMSNorm, timings and a correctness check (bench/peers_onednn.cc)"
 
 # Whether Debian package $$p is installed. dpkg-query -W, not dpkg -s: once an arm64 instance of a
 # package is installed beside the native one (make test-arm64), dpkg -s calls the bare name ambiguous.
@@ -101,8 +102,35 @@ bench: build
 peers: python
 	$(VENV)/bin/python bench/peers.py
 
+# Ours against oneDNN's RMSNorm (docs/benchmarks.md, "oneDNN side by side"), from its own venv. dnnl_rms_norm
+# needs a newer oneDNN than the OpenMP wheels (onednn-cpu-*: oneDNN 3.2) or Debian's libdnnl-dev (2.6)
+# hold, so this is the SYCL wheel, whose CPU engine runs on the OpenCL CPU runtime that pip brings in as
+# intel-opencl-rt. That package's ICD file names a path of its build machine, hence OCL_ICD_FILENAMES.
+# The venv takes about 2 GB. PEERS_ONEDNN_ARGS passes options (--quick, --shapes, --reps).
+ONEDNN_VENV ?= .venv-onednn
+ONEDNN_WHEELS := onednn==2026.1.0 onednn-devel==2026.1.0 intel-opencl-rt==2026.2.0
+ONEDNN_PREFIX = $(abspath $(ONEDNN_VENV))
+PEERS_ONEDNN_ARGS ?=
+
+$(ONEDNN_VENV)/.installed:
+	@echo "== oneDNN in $(ONEDNN_VENV): $(ONEDNN_WHEELS)"
+	$(PYTHON) -m venv $(ONEDNN_VENV)
+	$(ONEDNN_VENV)/bin/pip install --progress-bar off -q $(ONEDNN_WHEELS)
+	touch $@
+
+# The library through CMake, as ever; the program with one compiler line, so that CMake never has to look
+# for oneDNN. libdnnl's own dependencies (libsycl, TBB, ...) sit in the venv's lib/, hence -rpath-link.
+peers-onednn: deps $(ONEDNN_VENV)/.installed
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null
+	cmake --build $(BUILD) -j $(JOBS) --target rmsnorm
+	$(CXX) -std=c++17 -O2 -Wall -Wextra -o $(BUILD)/peers_onednn bench/peers_onednn.cc \
+	  -Iinclude -I$(ONEDNN_PREFIX)/include -L$(BUILD) -lrmsnorm -L$(ONEDNN_PREFIX)/lib -ldnnl \
+	  -Wl,-rpath,$(abspath $(BUILD)) -Wl,-rpath-link,$(ONEDNN_PREFIX)/lib
+	OCL_ICD_FILENAMES=$(ONEDNN_PREFIX)/lib/libintelocl.so LD_LIBRARY_PATH=$(ONEDNN_PREFIX)/lib \
+	  $(BUILD)/peers_onednn $(PEERS_ONEDNN_ARGS)
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(VENV) report-demo report-repro
+	rm -rf $(BUILD) $(ASAN_BUILD) $(VENV) $(ONEDNN_VENV) report-demo report-repro
 
 # ---- aarch64: cross-compiled, run under qemu-user (cmake/aarch64-linux-gnu.cmake) ------------------
 # `make test-arm64` builds the library and the suite for aarch64 in build-arm64/, runs the suite through
