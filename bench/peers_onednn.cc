@@ -213,7 +213,7 @@ void Run(const Shape& shape, bool bf16, const Options& opt, dnnl::engine& eng, d
   dnnl::memory m_mean(stat_md, eng, mean.data()), m_var(stat_md, eng, var.data());
   // With dnnl_rms_norm the training forward writes only the mean square (as "variance"). The backward's
   // descriptor still lists a mean argument, so one is passed, zero; oneDNN 3.13.2 ignores it (a mean of 5
-  // gave the same dx), so the mean(dy*g) term its dx shows is not ours to blame on this buffer.
+  // gave the same dx errors), so the mean(dy*g) term in its dx does not come from this buffer.
   auto dnnl_inf = [&] {
     inf.execute(strm, {{DNNL_ARG_SRC, m_x}, {DNNL_ARG_DST, m_y}, {DNNL_ARG_SCALE, m_g}});
     strm.wait();
