@@ -5,7 +5,7 @@
 // here. It also tests the claim that oneDNN's RMS backward keeps LayerNorm's mean(dy*g) term, by
 // comparing its dx with that formula too. Built and run by `make peers-onednn` (docs/benchmarks.md).
 #include <oneapi/dnnl/dnnl.hpp>
-#include <rmsnorm/rmsnorm.h>
+#include <rmsnorm/rmsnorm.hpp>  // the C ABI and its bf16 storage type
 
 #include <algorithm>
 #include <chrono>
@@ -37,23 +37,6 @@ struct Options {
   double batch_seconds = 2e-3;
 };
 
-// ---- bf16 storage -----------------------------------------------------------------------------------
-
-uint16_t ToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
-  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest even
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float FromBf16(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
 // A (rows, cols) tensor in f32 or bf16, read back as float.
 struct Tensor {
   bool bf16 = false;
@@ -64,9 +47,9 @@ struct Tensor {
     if (bf16) h.assign(n, 0); else f.assign(n, 0.f);
   }
   void* data() { return bf16 ? static_cast<void*>(h.data()) : static_cast<void*>(f.data()); }
-  float at(size_t i) const { return bf16 ? FromBf16(h[i]) : f[i]; }
+  float at(size_t i) const { return bf16 ? float(rmsnorm::bf16::from_bits(h[i])) : f[i]; }
   void set(size_t i, float v) {
-    if (bf16) h[i] = ToBf16(v); else f[i] = v;
+    if (bf16) h[i] = rmsnorm::bf16::from_float(v); else f[i] = v;
   }
 };
 
