@@ -90,7 +90,7 @@ rmsnorm_status Run(const rmsnorm_config* config, Pointers... pointers) {
   return Guard(op.c_function, [&] {
     const Problem p = runtime::CheckConfig(op.c_function, config, op.kind);
     if (p.rows == 0) return;
-    runtime::CheckTensors(op, p, ordered);
+    runtime::CheckTensors<kOp>(p, ordered);
     registry::TensorPointers tensors;
     for (size_t i = 0; i < op.num_tensors; ++i) tensors[op.tensors[i].tensor] = const_cast<void*>(ordered[i]);
     Dispatch(op, p, tensors);

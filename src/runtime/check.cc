@@ -126,7 +126,9 @@ Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind)
   return p;
 }
 
-void CheckTensors(const registry::OpInfo& op, const Problem& p, const void* const* ordered) {
+template <registry::Op kOp>
+void CheckTensors(const Problem& p, const void* const* ordered) {
+  constexpr const registry::OpInfo& op = registry::Info(kOp);
   Buffers b(op.c_function, p);
   bool reads_mean = false, mean_given = false, rstd_given = false;
   for (size_t i = 0; i < op.num_tensors; ++i) {
@@ -143,5 +145,12 @@ void CheckTensors(const registry::OpInfo& op, const Problem& p, const void* cons
     Fail(op.c_function, "mean and rstd must be both given or both NULL (to recompute)");
   b.CheckOverlaps();
 }
+
+// One instance per operation: its tensor list is known at compile time, so the loop above unrolls
+// and each tensor's shape, role and name fold into its checks (a small call's checks are a fair part
+// of it).
+#define RMSNORM_OP(Id, ...) template void CheckTensors<registry::Op::k##Id>(const Problem&, const void* const*);
+#include "registry/ops.inc"
+#undef RMSNORM_OP
 
 }  // namespace rmsnorm::runtime

@@ -18,11 +18,12 @@ using registry::NormKind;
 // Problem: k and divisor follow the norm kind.
 Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind);
 
-// Checks the tensors of a call of `op` with rows > 0, given in the op's C parameter order (see
+// Checks the tensors of a call of operation kOp with rows > 0, given in the op's C parameter order (see
 // registry/ops.inc): required pointers present, each aligned to its element type, a saved mean read
 // only with its rstd, and no two buffers overlapping except an output that coincides exactly with an
 // input row tensor (in-place use).
-void CheckTensors(const registry::OpInfo& op, const Problem& p, const void* const* ordered);
+template <registry::Op kOp>
+void CheckTensors(const Problem& p, const void* const* ordered);
 
 // k = max(1, ceil(partial * cols)), a product within f32 rounding of an integer taken as that integer.
 // Assumes cols >= 1 and partial in (0, 1].
