@@ -1,32 +1,38 @@
 #include "cli.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace rmsnorm_bench {
 namespace {
 
-bool ParseThreads(const std::string& text, std::vector<int>& threads) {
-  threads.clear();
+// Calls parse(item) for each comma-separated item of text; false if text is empty or any call fails.
+template <class Parse>
+bool ForEachItem(const std::string& text, const Parse& parse) {
   size_t start = 0;
   while (start <= text.size()) {
-    const size_t comma = text.find(',', start) == std::string::npos ? text.size() : text.find(',', start);
-    const std::string item = text.substr(start, comma - start);
+    const size_t comma = std::min(text.find(',', start), text.size());
+    if (!parse(text.substr(start, comma - start))) return false;
+    start = comma + 1;
+  }
+  return true;
+}
+
+bool ParseThreads(const std::string& text, std::vector<int>& threads) {
+  threads.clear();
+  return ForEachItem(text, [&](const std::string& item) {
     char* end = nullptr;
     const long n = std::strtol(item.c_str(), &end, 10);
     if (item.empty() || *end != '\0' || n < 1 || n > 1024) return false;
     threads.push_back(int(n));
-    start = comma + 1;
-  }
-  return !threads.empty();
+    return true;
+  });
 }
 
 // "8192x4096,4096x128": rows >= 1 and cols >= 1 each.
 bool ParseShapes(const std::string& text, std::vector<std::pair<int64_t, int64_t>>& shapes) {
   shapes.clear();
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = text.find(',', start) == std::string::npos ? text.size() : text.find(',', start);
-    const std::string item = text.substr(start, comma - start);
+  return ForEachItem(text, [&](const std::string& item) {
     char* end = nullptr;
     const long long rows = std::strtoll(item.c_str(), &end, 10);
     if (item.empty() || *end != 'x' || rows < 1) return false;
@@ -34,9 +40,8 @@ bool ParseShapes(const std::string& text, std::vector<std::pair<int64_t, int64_t
     const long long cols = std::strtoll(cols_text, &end, 10);
     if (end == cols_text || *end != '\0' || cols < 1 || rows > (int64_t{1} << 40) / cols) return false;
     shapes.emplace_back(rows, cols);
-    start = comma + 1;
-  }
-  return !shapes.empty();
+    return true;
+  });
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ void WriteJson(std::ostream& out, const MachineInfo& m, const RunInfo& run, cons
     Object c(4);
     c.String("id", CaseId(r.c))
         .String("op", OpName(r.c.op))
-        .Num("partial", r.c.op == Op::kPRmsNorm ? double(kPartial) : 1.0)
+        .Num("partial", rmsnorm::registry::Info(r.c.op).partial ? double(kPartial) : 1.0)
         .String("direction", DirectionName(r.c.direction))
         .String("dtype", DtypeName(r.c.dtype))
         .Num("rows", double(r.c.shape.rows))

@@ -20,7 +20,7 @@ OpCall::OpCall(const Case& c, Workspace& workspace)
       mean_(size_t(c.shape.rows)),
       rstd_(size_t(c.shape.rows)) {
   config_.dtype = c.dtype;
-  if (c.op == Op::kPRmsNorm) config_.partial = kPartial;
+  if (rmsnorm::registry::Info(c.op).partial) config_.partial = kPartial;
   x_ = workspace.Get(Role::kX);
   if (c.op == Op::kAddRmsNorm) {
     residual_ = workspace.Get(Role::kResidual);

@@ -42,10 +42,6 @@ void ParallelRanges(size_t n, const Fn& fn) {
 
 }  // namespace
 
-size_t DtypeSize(rmsnorm_dtype dtype) { return rmsnorm::registry::DtypeSize(dtype); }
-
-const char* DtypeName(rmsnorm_dtype dtype) { return rmsnorm::registry::DtypeName(dtype); }
-
 void Tensor::Free::operator()(void* p) const { std::free(p); }
 
 Tensor::Tensor(rmsnorm_dtype dtype, size_t elements) : dtype_(dtype), elements_(elements) {

@@ -7,12 +7,13 @@
 #include <cstdint>
 #include <memory>
 
+#include "registry/registry.h"
 #include "rmsnorm/rmsnorm.h"
 
 namespace rmsnorm_bench {
 
-size_t DtypeSize(rmsnorm_dtype dtype);
-const char* DtypeName(rmsnorm_dtype dtype);
+using rmsnorm::registry::DtypeName;  // the registry's, as everywhere
+using rmsnorm::registry::DtypeSize;
 
 class Tensor {
  public:

@@ -34,8 +34,6 @@ void RowTensor::set(int64_t i, double v) {  // rounds to f32, then to the dtype
   });
 }
 
-const char* DtypeName(rmsnorm_dtype dtype) { return registry::DtypeName(dtype); }
-
 const std::vector<rmsnorm_dtype>& AllDtypes() {
   static const std::vector<rmsnorm_dtype> all = [] {
     std::vector<rmsnorm_dtype> v;

@@ -34,7 +34,7 @@ class RowTensor {
   std::vector<uint8_t> bytes_;
 };
 
-const char* DtypeName(rmsnorm_dtype dtype);
+using registry::DtypeName;
 // Every dtype of registry/dtypes.inc, in its order.
 const std::vector<rmsnorm_dtype>& AllDtypes();
 // Unit in the last place of |v| in the dtype (subnormal spacing below the normal range).

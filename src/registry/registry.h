@@ -8,7 +8,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <initializer_list>
 #include <iterator>
 #include <type_traits>
@@ -268,13 +267,6 @@ inline constexpr NormInfo kNorms[] = {
 #undef RMSNORM_NORM
 };
 constexpr const NormInfo& Info(Norm norm) { return kNorms[size_t(norm)]; }
-
-// The norm named `name` ("rmsnorm", ...), or null.
-inline const NormInfo* FindNorm(const char* name) {
-  for (const NormInfo& n : kNorms)
-    if (std::strcmp(n.name, name) == 0) return &n;
-  return nullptr;
-}
 
 }  // namespace rmsnorm::registry
 
