@@ -39,45 +39,63 @@ rmsnorm_status Guard(const char* fn, const Body& body) {
 
 bool UseReference() { return runtime::GetBackend() == RMSNORM_BACKEND_REFERENCE; }
 
-ForwardArgs ForwardArgsOf(const registry::TensorPointers& t) {
+// Op kOp's C argument that is tensor kTensor, or null when the op does not take it. Picked at compile
+// time: a decode row's call is short enough that filling a table of every tensor first (zeroed with
+// `rep stos`) was a sixth of it.
+template <registry::Op kOp, registry::Tensor kTensor, class Pointer>
+Pointer Argument(const void* const* ordered) {
+  constexpr int i = registry::Info(kOp).ParameterIndex(kTensor);
+  if constexpr (i < 0) {
+    return nullptr;
+  } else {
+    return static_cast<Pointer>(const_cast<void*>(ordered[i]));
+  }
+}
+
+template <registry::Op kOp>
+ForwardArgs ForwardArgsOf(const void* const* ordered) {
   ForwardArgs a;
-  a.x = t[registry::kX];
-  a.residual = t[registry::kResidual];
-  a.weight = static_cast<const float*>(t[registry::kWeight]);
-  a.bias = static_cast<const float*>(t[registry::kBias]);
-  a.y = t[registry::kY];
-  a.residual_out = t[registry::kResidualOut];
-  a.mean = static_cast<float*>(t[registry::kMean]);
-  a.rstd = static_cast<float*>(t[registry::kRstd]);
+  a.x = Argument<kOp, registry::kX, const void*>(ordered);
+  a.residual = Argument<kOp, registry::kResidual, const void*>(ordered);
+  a.weight = Argument<kOp, registry::kWeight, const float*>(ordered);
+  a.bias = Argument<kOp, registry::kBias, const float*>(ordered);
+  a.y = Argument<kOp, registry::kY, void*>(ordered);
+  a.residual_out = Argument<kOp, registry::kResidualOut, void*>(ordered);
+  a.mean = Argument<kOp, registry::kMean, float*>(ordered);
+  a.rstd = Argument<kOp, registry::kRstd, float*>(ordered);
   return a;
 }
 
-BackwardArgs BackwardArgsOf(const registry::TensorPointers& t) {
+template <registry::Op kOp>
+BackwardArgs BackwardArgsOf(const void* const* ordered) {
   BackwardArgs a;
-  a.dy = t[registry::kDy];
-  a.x = t[registry::kX];
-  a.weight = static_cast<const float*>(t[registry::kWeight]);
-  a.mean = static_cast<const float*>(t[registry::kMean]);
-  a.rstd = static_cast<const float*>(t[registry::kRstd]);
-  a.dx = t[registry::kDx];
-  a.dweight = static_cast<float*>(t[registry::kDweight]);
-  a.dbias = static_cast<float*>(t[registry::kDbias]);
+  a.dy = Argument<kOp, registry::kDy, const void*>(ordered);
+  a.x = Argument<kOp, registry::kX, const void*>(ordered);
+  a.weight = Argument<kOp, registry::kWeight, const float*>(ordered);
+  a.mean = Argument<kOp, registry::kMean, const float*>(ordered);
+  a.rstd = Argument<kOp, registry::kRstd, const float*>(ordered);
+  a.dx = Argument<kOp, registry::kDx, void*>(ordered);
+  a.dweight = Argument<kOp, registry::kDweight, float*>(ordered);
+  a.dbias = Argument<kOp, registry::kDbias, float*>(ordered);
   return a;
 }
 
 // The backend's implementation of a checked call: LayerNorm or the RMSNorm family (which covers
 // pRMSNorm and L2-Norm through the Problem's k and divisor, and the fused add through args.residual).
-void Dispatch(const registry::OpInfo& op, const Problem& p, const registry::TensorPointers& tensors) {
-  const bool layer = op.kind == NormKind::kLayer;
+template <registry::Op kOp>
+void Dispatch(const Problem& p, const void* const* ordered) {
+  constexpr const registry::OpInfo& op = registry::Info(kOp);
+  constexpr bool kLayer = op.kind == NormKind::kLayer;
   const bool ref = UseReference();
-  if (op.direction == registry::Direction::kForward) {
-    const ForwardArgs a = ForwardArgsOf(tensors);
-    if (layer) return ref ? ref::LayerNormForward(p, a) : cpu::LayerNormForward(p, a);
+  if constexpr (op.direction == registry::Direction::kForward) {
+    const ForwardArgs a = ForwardArgsOf<kOp>(ordered);
+    if constexpr (kLayer) return ref ? ref::LayerNormForward(p, a) : cpu::LayerNormForward(p, a);
     return ref ? ref::RmsForward(p, a) : cpu::RmsForward(p, a);
+  } else {
+    const BackwardArgs a = BackwardArgsOf<kOp>(ordered);
+    if constexpr (kLayer) return ref ? ref::LayerNormBackward(p, a) : cpu::LayerNormBackward(p, a);
+    return ref ? ref::RmsBackward(p, a) : cpu::RmsBackward(p, a);
   }
-  const BackwardArgs a = BackwardArgsOf(tensors);
-  if (layer) return ref ? ref::LayerNormBackward(p, a) : cpu::LayerNormBackward(p, a);
-  return ref ? ref::RmsBackward(p, a) : cpu::RmsBackward(p, a);
 }
 
 // Every operation of the C ABI: the pointers in the C parameter order of registry/ops.inc. Checks the
@@ -91,9 +109,7 @@ rmsnorm_status Run(const rmsnorm_config* config, Pointers... pointers) {
     const Problem p = runtime::CheckConfig(op.c_function, config, op.kind);
     if (p.rows == 0) return;
     runtime::CheckTensors<kOp>(p, ordered);
-    registry::TensorPointers tensors;
-    for (size_t i = 0; i < op.num_tensors; ++i) tensors[op.tensors[i].tensor] = const_cast<void*>(ordered[i]);
-    Dispatch(op, p, tensors);
+    Dispatch<kOp>(p, ordered);
   });
 }
 

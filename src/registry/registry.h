@@ -142,11 +142,13 @@ struct OpInfo {
   // Calls the C function with the pointers in `ordered` (C parameter order).
   rmsnorm_status (*call)(const rmsnorm_config* config, void* const* ordered);
 
-  bool Takes(Tensor t) const {
+  // t's position in the C parameter list (after the config), or -1 when the op does not take it.
+  constexpr int ParameterIndex(Tensor t) const {
     for (size_t i = 0; i < num_tensors; ++i)
-      if (tensors[i].tensor == t) return true;
-    return false;
+      if (tensors[i].tensor == t) return int(i);
+    return -1;
   }
+  constexpr bool Takes(Tensor t) const { return ParameterIndex(t) >= 0; }
   // Calls the C function with the tensors picked by name from `pointers`.
   rmsnorm_status Call(const rmsnorm_config* config, const TensorPointers& pointers) const {
     void* ordered[kMaxOpTensors] = {};
