@@ -15,6 +15,7 @@
 #include "cpu/loops-inl.h"
 #include "cpu/sums-inl.h"
 #include "cpu/norm_math-inl.h"
+#include "cpu/row_groups-inl.h"
 
 #include <cmath>
 

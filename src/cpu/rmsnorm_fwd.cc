@@ -13,6 +13,7 @@
 #include "cpu/convert-inl.h"
 #include "cpu/loops-inl.h"
 #include "cpu/sums-inl.h"
+#include "cpu/row_groups-inl.h"
 #include "cpu/bf16_pairs-inl.h"
 
 #include <algorithm>

@@ -93,39 +93,6 @@ class EffectiveGain {
   const float* data_;
 };
 
-// Rows [first, first + rows) of one block, rows <= kRows, on the non-split path: each phase's
-// reductions of every row, then their finishes, and then their outputs, in row order. A narrow row's
-// statistic ends in a chain of dependent latencies (the lanes' sum, the fold, a divide and a square
-// root) longer than its vector work; a group lets the core overlap one row's chain with the next rows'
-// loads. Every row does the same operations in the same order as alone, and the outputs (which add to
-// the parameter-gradient partials) still run in row order, so no bit depends on the grouping.
-template <int64_t kRows, class Kernel>
-void RunRowGroup(const RowPlan& plan, const Kernel& kernel, int64_t first, int64_t rows, float* dw, float* db) {
-  const int64_t count = kRows == 1 ? 1 : rows;  // one row: the loops below fold away
-  typename Kernel::State states[kRows]{};
-  for (int phase = 0; phase < kernel.num_phases(); ++phase) {
-    for (int64_t r = 0; r < count; ++r) {
-      for (int64_t c = 0; c < plan.num_chunks; ++c)
-        kernel.Fold(phase, states[r],
-                    kernel.Reduce(phase, first + r, plan.ChunkBegin(c), plan.ChunkEnd(c), states[r]));
-    }
-    for (int64_t r = 0; r < count; ++r) kernel.Finish(phase, first + r, states[r]);
-  }
-  for (int64_t r = 0; r < count; ++r) {
-    for (int64_t c = 0; c < plan.num_chunks; ++c)
-      kernel.Output(first + r, plan.ChunkBegin(c), plan.ChunkEnd(c), states[r], dw, db);
-  }
-}
-
-// Rows [begin, end) in groups of plan.group_rows. Out of line: a decode row's call stays as small as it
-// was without groups.
-template <class Kernel>
-[[gnu::noinline]] void RunRowsInGroups(const RowPlan& plan, const Kernel& kernel, int64_t begin, int64_t end,
-                                       float* dw, float* db) {
-  for (int64_t first = begin; first < end; first += plan.group_rows)
-    RunRowGroup<kMaxGroupRows>(plan, kernel, first, std::min(plan.group_rows, end - first), dw, db);
-}
-
 // ---- The Kernel concept (see RunRows), checked at compile time -----------------------------------
 //
 // A kernel that lacks a member RunRows calls, or has it with a signature the call does not fit, fails
@@ -232,12 +199,7 @@ void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const Par
     auto run_block = [&](int64_t b) {
       float *dw, *db;
       block_partials(b, 0, plan.cols, &dw, &db);
-      if (plan.group_rows > 1) {
-        RunRowsInGroups(plan, kernel, plan.BlockBegin(b), plan.BlockEnd(b), dw, db);
-      } else {
-        for (int64_t row = plan.BlockBegin(b); row < plan.BlockEnd(b); ++row)
-          RunRowGroup<1>(plan, kernel, row, 1, dw, db);
-      }
+      RunBlockRows(plan, kernel, plan.BlockBegin(b), plan.BlockEnd(b), dw, db);  // row_groups-inl.h
       if (plan.stream_outputs) hwy::FlushStream();  // non-temporal stores are weakly ordered
     };
     // One block (a decode row): called directly, so it inlines; the pool's indirection is a fair part

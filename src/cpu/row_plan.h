@@ -29,7 +29,7 @@ constexpr int64_t kMaxPartialElements = int64_t{1} << 22;
 constexpr int64_t kMinPartialRows = 8;
 // Cache-resident rows of at most kMaxGroupedRowBytes run in groups of up to kMaxGroupRows holding at
 // most kGroupBytes of each row tensor, so a group's inputs stay in L1 from its reductions to its
-// outputs (see RunRowGroup in row_driver.h). Rows of 512 f32 measured slower in groups; rows streaming
+// outputs (see RunRowGroup in row_groups-inl.h). Rows of 512 f32 measured slower in groups; rows streaming
 // from memory are memory-bound and keep their next-row prefetches, which assume one row at a time.
 constexpr int64_t kMaxGroupedRowBytes = 1024;
 constexpr int64_t kMaxGroupRows = 8;
@@ -49,7 +49,7 @@ struct RowPlan {
   bool stream_outputs = false;
   // Rows stream from memory: prefetch row r + 1 while writing row r, when a row is one chunk.
   bool prefetch_rows = false;
-  // Rows reduced, finished and written as a group on the non-split path (see RunRowGroup, row_driver.h).
+  // Rows reduced, finished and written as a group on the non-split path (see RunRowGroup, row_groups-inl.h).
   int64_t group_rows = 1;
 
   int64_t ChunkBegin(int64_t c) const { return c * kChunk; }

@@ -1,0 +1,77 @@
+// The non-split path's rows, compiled once per Highway target: a block's rows one at a time, or in
+// groups (see RunRowGroup). Per target, unlike the rest of the scheduler (row_driver.h), so that a
+// kernel's Reduce, Fold, Finish and Output can inline into the loop over rows: code compiled for the
+// baseline cannot inline target code, and for short rows the four calls per row cost about as much as
+// the row's own vector work. Which parts of the cut decide bits: see row_driver.h.
+
+// Per-target include guard, the Highway way.
+#if defined(RMSNORM_SRC_CPU_ROW_GROUPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RMSNORM_SRC_CPU_ROW_GROUPS_INL_H_
+#undef RMSNORM_SRC_CPU_ROW_GROUPS_INL_H_
+#else
+#define RMSNORM_SRC_CPU_ROW_GROUPS_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstdint>
+
+#include "cpu/row_plan.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+
+// Rows [first, first + rows) of one block, rows <= kRows, on the non-split path: each phase's
+// reductions of every row, then their finishes, and then their outputs, in row order. A narrow row's
+// statistic ends in a chain of dependent latencies (the lanes' sum, the fold, a divide and a square
+// root) longer than its vector work; a group lets the core overlap one row's chain with the next rows'
+// loads. Every row does the same operations in the same order as alone, and the outputs (which add to
+// the parameter-gradient partials) still run in row order, so no bit depends on the grouping.
+template <int64_t kRows, class Kernel>
+HWY_INLINE void RunRowGroup(const RowPlan& plan, const Kernel& kernel, int64_t first, int64_t rows, float* dw,
+                            float* db) {
+  const int64_t count = kRows == 1 ? 1 : rows;  // one row: the loops below fold away
+  typename Kernel::State states[kRows]{};
+  for (int phase = 0; phase < kernel.num_phases(); ++phase) {
+    for (int64_t r = 0; r < count; ++r) {
+      for (int64_t c = 0; c < plan.num_chunks; ++c)
+        kernel.Fold(phase, states[r],
+                    kernel.Reduce(phase, first + r, plan.ChunkBegin(c), plan.ChunkEnd(c), states[r]));
+    }
+    for (int64_t r = 0; r < count; ++r) kernel.Finish(phase, first + r, states[r]);
+  }
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t c = 0; c < plan.num_chunks; ++c)
+      kernel.Output(first + r, plan.ChunkBegin(c), plan.ChunkEnd(c), states[r], dw, db);
+  }
+}
+
+// Rows [begin, end) of one block in groups of plan.group_rows. Flattened: the kernel's members inline
+// into the group's loops (their out-of-line rare paths stay out of line), which short rows need; long
+// rows, one at a time below, gain nothing from it but code size. The sanitizer build, which checks
+// what the code does rather than how fast, skips it: it would double the compile time of its longest
+// files.
+#if defined(__SANITIZE_ADDRESS__)
+#define RMSNORM_FLATTEN
+#else
+#define RMSNORM_FLATTEN [[gnu::flatten]]
+#endif
+template <class Kernel>
+RMSNORM_FLATTEN void RunRowGroups(const RowPlan& plan, const Kernel& kernel, int64_t begin, int64_t end, float* dw,
+                                   float* db) {
+  for (int64_t first = begin; first < end; first += plan.group_rows)
+    RunRowGroup<kMaxGroupRows>(plan, kernel, first, std::min(plan.group_rows, end - first), dw, db);
+}
+
+// Rows [begin, end) of one block, adding to the block's parameter-gradient partials dw and db (or
+// null). Called by RunRows (row_driver.h), which finds it through the kernel's namespace.
+template <class Kernel>
+void RunBlockRows(const RowPlan& plan, const Kernel& kernel, int64_t begin, int64_t end, float* dw, float* db) {
+  if (plan.group_rows > 1) return RunRowGroups(plan, kernel, begin, end, dw, db);
+  for (int64_t row = begin; row < end; ++row) RunRowGroup<1>(plan, kernel, row, 1, dw, db);
+}
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
