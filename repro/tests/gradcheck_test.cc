@@ -14,6 +14,7 @@
 // inputs below cross none (a crossed kink shows as a few-percent error on one bias, whatever the norm).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <ostream>
@@ -24,6 +25,7 @@
 #include "common/rng.h"
 #include "models/gru_lm.h"
 #include "models/mlp.h"
+#include "models/rnnsearch.h"
 #include "models/transformer_lm.h"
 #include "rmsnorm/rmsnorm.hpp"
 
@@ -103,6 +105,37 @@ std::vector<int32_t> random_tokens(int batch, int seq_len, int vocab, uint64_t s
   return tokens;
 }
 
+// Sentences of the given lengths (padded to the longest), random characters 2 .. vocab-1, the target
+// ending with the end token: the check covers padded source positions and target rows without a loss.
+TranslationBatch random_translation_batch(const RnnSearchConfig& config, const std::vector<int>& source_lengths,
+                                          const std::vector<int>& target_lengths, uint64_t seed) {
+  Rng rng(seed);
+  TranslationBatch batch;
+  batch.batch = static_cast<int>(source_lengths.size());
+  batch.source_steps = *std::max_element(source_lengths.begin(), source_lengths.end());
+  batch.target_steps = *std::max_element(target_lengths.begin(), target_lengths.end()) + 1;
+  const int B = batch.batch;
+  batch.source.assign(static_cast<size_t>(batch.source_steps) * B, kEndToken);
+  batch.source_active.assign(batch.source.size(), 0);
+  batch.target_in.assign(static_cast<size_t>(batch.target_steps) * B, kEndToken);
+  batch.target_out.assign(batch.target_in.size(), -1);
+  auto character = [&] { return static_cast<int32_t>(2 + rng.below(config.vocab - 2)); };
+  for (int b = 0; b < B; ++b) {
+    for (int t = 0; t < source_lengths[b]; ++t) {
+      batch.source[t * B + b] = character();
+      batch.source_active[t * B + b] = 1;
+    }
+    int32_t prev = kStartToken;
+    for (int t = 0; t <= target_lengths[b]; ++t) {
+      const int32_t next = t < target_lengths[b] ? character() : kEndToken;
+      batch.target_in[t * B + b] = prev;
+      batch.target_out[t * B + b] = next;
+      prev = next;
+    }
+  }
+  return batch;
+}
+
 class GradCheck : public testing::TestWithParam<Case> {
  protected:
   void SetUp() override { rmsnorm::set_backend(rmsnorm::Backend::kReference); }  // double accumulation
@@ -126,6 +159,15 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
     perturb_norm_params(model.params());
     const auto tokens = random_tokens(config.batch, config.seq_len, config.vocab, 7);
     check_gradients(model.params(), [&] { return model.forward(tokens.data()); }, [&] { model.backward(); }, 1e-2);
+  } else if (c.model == "rnnsearch") {
+    RnnSearchConfig config;
+    config.vocab = 7, config.embed = 5, config.encoder_hidden = 8, config.decoder_hidden = 16, config.batch = 3;
+    config.max_source = 5, config.max_target = 4;
+    RnnSearch model(config, norm, 42, nullptr);
+    perturb_norm_params(model.params());
+    const TranslationBatch batch = random_translation_batch(config, /*source_lengths=*/{5, 3, 4},
+                                                            /*target_lengths=*/{3, 2, 1}, 9);
+    check_gradients(model.params(), [&] { return model.forward(batch); }, [&] { model.backward(); }, 1e-2);
   } else {
     MlpConfig config;
     config.inputs = 12, config.hidden = 16, config.classes = 5, config.batch = 6;
@@ -143,7 +185,7 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* model : {"gru", "transformer", "mlp"})
+  for (const char* model : {"gru", "transformer", "mlp", "rnnsearch"})
     for (NormKind norm : all_norms()) cases.push_back({model, norm});
   return cases;
 }
