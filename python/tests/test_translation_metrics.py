@@ -1,0 +1,81 @@
+"""The translation task's BLEU and chrF (repro/metrics, C++) against sacreBLEU on a fixed set of segments.
+
+The C++ metrics are reached through `rmsnorm-repro score HYP REF`; the program is found through the
+RMSNORM_REPRO environment variable (`make test-python` sets it) or in build/repro/. Both scores must
+equal sacreBLEU's to the 4 decimals the program prints.
+"""
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+sacrebleu = pytest.importorskip("sacrebleu")
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# Segments that exercise 13a's rules (punctuation, periods and commas next to digits, dashes after
+# digits, &amp; escapes, <skipped>), multi-byte characters for chrF, an empty hypothesis, a perfect
+# match, and German of the kind the task translates.
+HYPOTHESES = [
+    "Ich habe am ursprünglichen Entwurf ein paar Änderungen vorgenommen.",
+    "Das kostet 1,000.50 Euro, nicht 3.5!",
+    "Er kam um 10-11 Uhr (ungefähr) nach Hause.",
+    "Tom &amp; Jerry sagten: \"Hallo\" - und gingen.",
+    "",
+    "Der Abbau der Ozonschicht",
+    "die Sache ist gelaufen",
+    "<skipped> Straße, Größe; Maß: Übel?",
+    "x",
+    "Ein Satz mit  mehreren   Leerzeichen , und Komma.",
+    "Wir sehen uns morgen früh um 8.",
+    "biologischer Abbau",
+]
+REFERENCES = [
+    "Ich habe am ursprünglichen Entwurf ein paar Änderungen vorgenommen.",
+    "Das kostet 1.000,50 Euro und nicht 3,5!",
+    "Er kam gegen 10-11 Uhr nach Hause.",
+    "Tom & Jerry sagten: „Hallo“ – und gingen weg.",
+    "Eine Referenz ohne Hypothese.",
+    "der Abbau der Ozonschicht",
+    "Die Sache ist gelaufen.",
+    "Straße, Größe; Maß: Übel!",
+    "Ein langer Satz, zu dem die Hypothese nur einen Buchstaben hat.",
+    "Ein Satz mit mehreren Leerzeichen, und Komma.",
+    "Bis morgen früh um acht.",
+    "biologischer Abbau",
+]
+
+
+def repro_program():
+    path = pathlib.Path(os.environ.get("RMSNORM_REPRO", ROOT / "build" / "repro" / "rmsnorm-repro"))
+    if not path.exists():
+        pytest.fail(f"{path} not found: build it with `make repro-build` (or set RMSNORM_REPRO)")
+    return path
+
+
+def cpp_scores(tmp_path, hypotheses, references):
+    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
+    hyp.write_text("".join(line + "\n" for line in hypotheses), encoding="utf-8")
+    ref.write_text("".join(line + "\n" for line in references), encoding="utf-8")
+    out = subprocess.run([str(repro_program()), "score", str(hyp), str(ref)], check=True, capture_output=True,
+                         text=True).stdout
+    scores = dict(line.split(" = ") for line in out.splitlines())
+    return scores["BLEU"], scores["chrF"]
+
+
+@pytest.mark.parametrize("subset", ["all", "first", "perfect", "no_match"])
+def test_bleu_and_chrf_equal_sacrebleu(tmp_path, subset):
+    pairs = list(zip(HYPOTHESES, REFERENCES))
+    pairs = {"all": pairs, "first": pairs[:4], "perfect": [pairs[0], pairs[-1]], "no_match": [pairs[4], pairs[8]]}[subset]
+    hypotheses, references = [h for h, _ in pairs], [r for _, r in pairs]
+    bleu, chrf = cpp_scores(tmp_path, hypotheses, references)
+    assert bleu == f"{sacrebleu.corpus_bleu(hypotheses, [references]).score:.4f}"
+    assert chrf == f"{sacrebleu.corpus_chrf(hypotheses, [references]).score:.4f}"
+
+
+def test_scores_are_not_trivial(tmp_path):
+    """The fixed set scores strictly between 0 and 100, so the comparison above means something."""
+    bleu, chrf = cpp_scores(tmp_path, HYPOTHESES, REFERENCES)
+    assert 0.0 < float(bleu) < 100.0
+    assert 0.0 < float(chrf) < 100.0
