@@ -54,13 +54,20 @@ def repro_program():
     return path
 
 
-def cpp_scores(tmp_path, hypotheses, references):
-    hyp, ref = tmp_path / "hyp.txt", tmp_path / "ref.txt"
-    hyp.write_text("".join(line + "\n" for line in hypotheses), encoding="utf-8")
-    ref.write_text("".join(line + "\n" for line in references), encoding="utf-8")
-    out = subprocess.run([str(repro_program()), "score", str(hyp), str(ref)], check=True, capture_output=True,
+def run_score(tmp_path, hypotheses, references, baseline=None):
+    """`rmsnorm-repro score` on the given segments: its lines "NAME = VALUE" as a dict of strings."""
+    files = []
+    for name, lines in [("hyp", hypotheses), ("ref", references), ("base", baseline)]:
+        if lines is not None:
+            files.append(tmp_path / f"{name}.txt")
+            files[-1].write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    out = subprocess.run([str(repro_program()), "score", *map(str, files)], check=True, capture_output=True,
                          text=True).stdout
-    scores = dict(line.split(" = ") for line in out.splitlines())
+    return dict(line.split(" = ") for line in out.splitlines())
+
+
+def cpp_scores(tmp_path, hypotheses, references):
+    scores = run_score(tmp_path, hypotheses, references)
     return scores["BLEU"], scores["chrF"]
 
 
@@ -79,3 +86,23 @@ def test_scores_are_not_trivial(tmp_path):
     bleu, chrf = cpp_scores(tmp_path, HYPOTHESES, REFERENCES)
     assert 0.0 < float(bleu) < 100.0
     assert 0.0 < float(chrf) < 100.0
+
+
+def test_paired_bootstrap_p_values_agree_with_sacrebleu(tmp_path):
+    """Both draw their own 1,000 resamples, so the p-values agree up to resampling noise (about 0.015)."""
+    from sacrebleu.metrics import BLEU, CHRF
+    from sacrebleu.significance import PairedTest
+
+    references = REFERENCES * 5
+    baseline = HYPOTHESES * 5
+    system = list(baseline)
+    for i in (1, 6, 14, 27, 40):  # a few segments improved to the reference: a real but small difference
+        system[i] = references[i]
+    ours = run_score(tmp_path, system, references, baseline)
+    metrics = {"BLEU": BLEU(references=[references]), "chrF2": CHRF(references=[references])}
+    _, theirs = PairedTest([("baseline", baseline), ("system", system)], metrics, references=None, test_type="bs",
+                           n_samples=1000)()
+    for our_name, their_name in [("BLEU", "BLEU"), ("chrF", "chrF2")]:
+        their_p = theirs[their_name][1].p_value
+        assert 0.0 < their_p < 1.0
+        assert abs(float(ours[our_name + " p"]) - their_p) < 0.05, (our_name, ours, their_p)

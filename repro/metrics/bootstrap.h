@@ -1,8 +1,10 @@
 // Paired bootstrap resampling (Koehn 2004) for the difference of a corpus metric between two systems
-// that translated the same test segments.
+// that translated the same test segments, with the p-value sacreBLEU's --paired-bs reports (after Moses'
+// bootstrap-hypothesis-difference-significance.pl).
 #ifndef RMSNORM_REPRO_METRICS_BOOTSTRAP_H_
 #define RMSNORM_REPRO_METRICS_BOOTSTRAP_H_
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -12,15 +14,16 @@ namespace repro {
 
 struct BootstrapResult {
   double difference = 0.0;  // score(a) - score(b) on the whole test set
-  double p_value = 1.0;     // share of resamples whose difference is not of the observed sign
+  double p_value = 1.0;     // how often chance alone gives an absolute difference this large
   bool significant(double level = 0.05) const { return p_value < level; }
 };
 
 // a, b: per-segment statistics (BleuStats, ChrfStats: anything with += and a score function), segment i
 // of a and of b translating the same source. Each of `samples` resamples draws as many segments with
-// replacement (the same draw for both systems) and scores the summed statistics. One-sided in the
-// direction observed: p is the share of resamples where the difference is zero or of the other sign
-// (p = 1 when the systems tie on the whole set).
+// replacement (the same draw for both systems) and takes the absolute difference of the scores of the
+// summed statistics. Centred on their mean, these differences show how far chance moves the difference;
+// p = (1 + the number of centred differences above |difference|) / (samples + 1), as in sacreBLEU.
+// Systems that tie on the whole set get p = 1 (sacreBLEU would report 1 / (samples + 1)).
 template <class Stats, class Score>
 BootstrapResult paired_bootstrap(const std::vector<Stats>& a, const std::vector<Stats>& b, Score score,
                                  int samples = 1000, uint64_t seed = 12345) {
@@ -33,18 +36,21 @@ BootstrapResult paired_bootstrap(const std::vector<Stats>& a, const std::vector<
   result.difference = total(a) - total(b);
   if (result.difference == 0.0 || a.empty()) return result;
   Rng rng(seed);
-  int against = 0;
-  for (int sample = 0; sample < samples; ++sample) {
+  std::vector<double> differences(static_cast<size_t>(samples));
+  double mean = 0.0;
+  for (double& d : differences) {
     Stats sum_a{}, sum_b{};
     for (size_t i = 0; i < a.size(); ++i) {
       const size_t pick = rng.below(a.size());
       sum_a += a[pick];
       sum_b += b[pick];
     }
-    const double d = score(sum_a) - score(sum_b);
-    if (result.difference > 0.0 ? d <= 0.0 : d >= 0.0) ++against;
+    d = std::fabs(score(sum_a) - score(sum_b));
+    mean += d / samples;
   }
-  result.p_value = static_cast<double>(against) / samples;
+  int above = 0;
+  for (double d : differences) above += d - mean > std::fabs(result.difference);
+  result.p_value = (above + 1.0) / (samples + 1.0);
   return result;
 }
 

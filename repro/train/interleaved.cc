@@ -116,6 +116,7 @@ TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uin
   TaskResult out;
   out.info = info;
   out.seed = seed;
+  out.references = task.references();
   const Running* layernorm = nullptr;
   for (Running& run : runs) {
     if (run.result.diverged) {
@@ -124,6 +125,7 @@ TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uin
     }
     run.result.metric = run.variant->evaluate();
     run.result.secondary_metric = run.variant->secondary_metric();
+    run.result.outputs = run.variant->outputs();
     if (run.result.norm == NormKind::kLayerNorm) layernorm = &run;
   }
   for (Running& run : runs) {

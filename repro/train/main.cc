@@ -17,6 +17,7 @@
 #include "common/blas.h"
 #include "data/missing_data.h"
 #include "metrics/bleu.h"
+#include "metrics/bootstrap.h"
 #include "metrics/chrf.h"
 #include "rmsnorm/rmsnorm.hpp"
 #include "train/interleaved.h"
@@ -28,11 +29,12 @@ namespace {
 
 const char kUsage[] =
     "usage: rmsnorm-repro demo|repro|tiny [options]\n"
-    "       rmsnorm-repro score HYPOTHESES REFERENCES\n"
+    "       rmsnorm-repro score HYPOTHESES REFERENCES [BASELINE]\n"
     "  demo    all tasks and norms, short runs, one seed (about 6 minutes on 2 cores)\n"
     "  repro   longer runs with several seeds (mean and spread)\n"
     "  tiny    a few steps of each, to check the pipeline\n"
-    "  score   corpus BLEU and chrF (sacreBLEU's defaults) of two UTF-8 files, one segment a line\n"
+    "  score   corpus BLEU and chrF (sacreBLEU's defaults) of two UTF-8 files, one segment a line; with a\n"
+    "          baseline's translations, the paired bootstrap p-value of each metric's difference\n"
     "options:\n"
     "  --out DIR          report folder (default report-MODE)\n"
     "  --threads N        OpenBLAS and rmsnorm threads, the same for every variant (default 1, at most the cores)\n"
@@ -144,15 +146,26 @@ std::vector<std::string> read_lines(const std::string& path) {
   return lines;
 }
 
-// `rmsnorm-repro score HYP REF`: the translation task's metrics on any text, so they can be checked
-// against sacreBLEU (python/tests/test_translation_metrics.py).
+// `rmsnorm-repro score HYP REF [BASELINE]`: the translation task's metrics and significance test on any
+// text, so they can be checked against sacreBLEU (python/tests/test_translation_metrics.py).
 int score(int argc, char** argv) {
-  if (argc != 4) throw std::invalid_argument(kUsage);
+  if (argc != 4 && argc != 5) throw std::invalid_argument(kUsage);
   const std::vector<std::string> hypotheses = read_lines(argv[2]), references = read_lines(argv[3]);
-  if (hypotheses.size() != references.size())
-    throw std::invalid_argument("score: " + std::to_string(hypotheses.size()) + " hypotheses but " +
-                                std::to_string(references.size()) + " references");
+  const std::vector<std::string> baseline = argc == 5 ? read_lines(argv[4]) : hypotheses;
+  if (hypotheses.size() != references.size() || baseline.size() != references.size())
+    throw std::invalid_argument("score: the files have different numbers of lines");
+  std::vector<BleuStats> bleu, bleu_baseline;
+  std::vector<ChrfStats> chrf, chrf_baseline;
+  for (size_t i = 0; i < references.size(); ++i) {
+    bleu.push_back(bleu_segment_stats(hypotheses[i], references[i]));
+    bleu_baseline.push_back(bleu_segment_stats(baseline[i], references[i]));
+    chrf.push_back(chrf_segment_stats(hypotheses[i], references[i]));
+    chrf_baseline.push_back(chrf_segment_stats(baseline[i], references[i]));
+  }
   std::printf("BLEU = %.4f\nchrF = %.4f\n", corpus_bleu(hypotheses, references), corpus_chrf(hypotheses, references));
+  if (argc == 5)
+    std::printf("BLEU p = %.4f\nchrF p = %.4f\n", paired_bootstrap(bleu, bleu_baseline, bleu_score).p_value,
+                paired_bootstrap(chrf, chrf_baseline, chrf_score).p_value);
   return 0;
 }
 

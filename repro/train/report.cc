@@ -120,6 +120,11 @@ std::vector<std::vector<CurvePoint>> make_curves(const std::vector<TaskResult>& 
   return curves;
 }
 
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path);
+  for (const std::string& line : lines) out << line << "\n";
+}
+
 // One gnuplot data block per norm: step, loss, seconds.
 void write_curves(const std::string& path, const std::vector<TaskResult>& seeds,
                   const std::vector<std::vector<CurvePoint>>& curves) {
@@ -308,6 +313,15 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
           "process computed, whatever other processes did to its wall time):";
     for (const NormSummary& s : rows) md << " " << norm_label(s) << " " << number(100.0 * s.cpu_time_saved_vs_layernorm, "%+.1f%%") << ";";
     md << "\n\n";
+    if (!seeds[0].references.empty()) {  // the test translations, to rescore with any tool (sacrebleu)
+      write_lines(dir + "/" + info.name + "_references.txt", seeds[0].references);
+      md << "Test references: `" << info.name << "_references.txt`; each norm's translations: `" << info.name
+         << "_seedS_NORM.txt` (one segment a line).\n\n";
+      for (const TaskResult& r : seeds)
+        for (const VariantResult& v : r.variants)
+          write_lines(dir + "/" + info.name + "_seed" + std::to_string(r.seed) + "_" + norm_name(v.norm) + ".txt",
+                      v.outputs);
+    }
     const std::vector<std::vector<CurvePoint>> curves = make_curves(seeds);
     write_curves(dir + "/" + info.name + "_curves.dat", seeds, curves);
     if (gnuplot) {

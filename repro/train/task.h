@@ -29,6 +29,8 @@ class Variant {
   virtual double secondary_metric() const { return std::numeric_limits<double>::quiet_NaN(); }
   // p-value of a significance test of the difference between this variant's last evaluation and
   // baseline's (same task and seed), NaN when the task has no such test.
+  // The outputs of the last evaluate(), one a line (the test translations), or none.
+  virtual std::vector<std::string> outputs() const { return {}; }
   virtual double p_value_against(const Variant& baseline) const {
     (void)baseline;
     return std::numeric_limits<double>::quiet_NaN();
@@ -63,6 +65,8 @@ class Task {
   // Runs `steps` steps instead, with the warmup scaled in proportion and the decay ending at `steps`.
   void override_steps(int64_t steps);
   void override_learning_rate(float lr) { info_.adam.lr = lr; }
+  // What the variants' outputs() are scored against, one a line (the test references), or none.
+  virtual std::vector<std::string> references() const { return {}; }
 
  protected:
   TaskInfo& mutable_info() { return info_; }  // for descriptions that need the loaded data
