@@ -24,6 +24,19 @@ std::string gp_string(const std::string& s) {
 }
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+void mean_std(const std::vector<double>& v, double* mean, double* stddev) {
+  double sum = 0.0;
+  int n = 0;
+  for (double x : v)
+    if (std::isfinite(x)) sum += x, ++n;
+  *mean = n > 0 ? sum / n : kNaN;
+  double squares = 0.0;
+  for (double x : v)
+    if (std::isfinite(x)) squares += (x - *mean) * (x - *mean);
+  *stddev = n > 1 ? std::sqrt(squares / (n - 1)) : 0.0;  // sample deviation; 0 for one seed
+}
+
 std::string norm_label(const NormSummary& s) {
   if (s.norm != NormKind::kPRmsNorm) return norm_name(s.norm);
   char buffer[64];
@@ -73,18 +86,6 @@ std::string json_list(const std::vector<double>& values) {
   std::string out = "[";
   for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + json_number(values[i]);
   return out + "]";
-}
-
-void mean_std(const std::vector<double>& v, double* mean, double* stddev) {
-  double sum = 0.0;
-  int n = 0;
-  for (double x : v)
-    if (std::isfinite(x)) sum += x, ++n;
-  *mean = n > 0 ? sum / n : kNaN;
-  double squares = 0.0;
-  for (double x : v)
-    if (std::isfinite(x)) squares += (x - *mean) * (x - *mean);
-  *stddev = n > 1 ? std::sqrt(squares / (n - 1)) : 0.0;  // sample deviation; 0 for one seed
 }
 
 struct CurvePoint {
@@ -339,16 +340,15 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
            << ", \"value\": " << json_number(s.metric_mean)
            << ", \"lower_is_better\": " << (info.lower_is_better ? "true" : "false")
            << ", \"seconds_per_1k_steps\": " << json_number(s.seconds_per_1k_mean)
-           << ", \"value_std\": " << json_number(s.metric_std) << ", \"values\": [";
-      for (size_t i = 0; i < s.metrics.size(); ++i) json << (i ? ", " : "") << json_number(s.metrics[i]);
-      json << "], \"seconds_per_1k_steps_std\": " << json_number(s.seconds_per_1k_std)
+           << ", \"value_std\": " << json_number(s.metric_std) << ", \"values\": " << json_list(s.metrics)
+           << ", \"seconds_per_1k_steps_std\": " << json_number(s.seconds_per_1k_std)
            << ", \"norm_seconds_per_1k_steps\": " << json_number(s.norm_seconds_per_1k_mean)
            << ", \"norm_share\": " << json_number(s.norm_share_mean)
            << ", \"time_saved_vs_layernorm\": " << json_number(s.time_saved_vs_layernorm)
            << ", \"cpu_time_saved_vs_layernorm\": " << json_number(s.cpu_time_saved_vs_layernorm)
            << ", \"secondary_metric\": " << (secondary_name.empty() ? "null" : json_string(secondary_name))
            << ", \"secondary_value\": " << json_number(s.secondary_mean)
-           << ", \"secondary_value_std\": " << json_number(s.secondary_std)
+           << ", \"secondary_value_std\": " << json_number(std::isfinite(s.secondary_mean) ? s.secondary_std : kNaN)
            << ", \"secondary_values\": " << json_list(s.secondary_values)
            << ", \"p_values_vs_layernorm\": " << json_list(s.p_values)
            << ", \"significant_seeds_vs_layernorm\": " << s.significant_seeds
