@@ -12,6 +12,36 @@
 
 namespace repro {
 
+TranslationBatch make_translation_batch(const std::vector<const std::vector<int32_t>*>& sources,
+                                        const std::vector<const std::vector<int32_t>*>& targets) {
+  TranslationBatch batch;
+  const int B = static_cast<int>(sources.size());
+  batch.batch = B;
+  for (int b = 0; b < B; ++b) {
+    batch.source_steps = std::max(batch.source_steps, static_cast<int>(sources[b]->size()));
+    if (!targets.empty()) batch.target_steps = std::max(batch.target_steps, static_cast<int>(targets[b]->size()) + 1);
+  }
+  const int S = batch.source_steps, T = batch.target_steps;
+  batch.source.assign(static_cast<size_t>(S) * B, kEndToken);
+  batch.source_active.assign(batch.source.size(), 0);
+  batch.target_in.assign(static_cast<size_t>(T) * B, kEndToken);
+  batch.target_out.assign(batch.target_in.size(), -1);
+  for (int b = 0; b < B; ++b) {
+    const std::vector<int32_t>& source = *sources[b];
+    for (size_t t = 0; t < source.size(); ++t) {
+      batch.source[t * B + b] = source[t];
+      batch.source_active[t * B + b] = 1;
+    }
+    if (targets.empty()) continue;
+    const std::vector<int32_t>& target = *targets[b];
+    for (size_t t = 0; t <= target.size(); ++t) {
+      batch.target_in[t * B + b] = t == 0 ? kStartToken : target[t - 1];
+      batch.target_out[t * B + b] = t < target.size() ? target[t] : kEndToken;
+    }
+  }
+  return batch;
+}
+
 RnnSearch::RnnSearch(const RnnSearchConfig& c, const NormConfig& norm, uint64_t seed, NormClock* clock)
     : config_(c),
       A_(2 * c.encoder_hidden),

@@ -46,6 +46,11 @@ struct TranslationBatch {
   std::vector<int32_t> target_out;     // (T, B): the target characters, then kEndToken; -1 after (no loss)
 };
 
+// Pads sentences (character ids without start or end tokens) into a time-major batch: sources[b] and
+// targets[b] are pair b. Empty targets give a batch to translate, with no target steps.
+TranslationBatch make_translation_batch(const std::vector<const std::vector<int32_t>*>& sources,
+                                        const std::vector<const std::vector<int32_t>*>& targets);
+
 class RnnSearch {
  public:
   RnnSearch(const RnnSearchConfig& config, const NormConfig& norm, uint64_t seed, NormClock* clock);

@@ -105,35 +105,24 @@ std::vector<int32_t> random_tokens(int batch, int seq_len, int vocab, uint64_t s
   return tokens;
 }
 
-// Sentences of the given lengths (padded to the longest), random characters 2 .. vocab-1, the target
-// ending with the end token: the check covers padded source positions and target rows without a loss.
+// Sentences of the given lengths, random characters 2 .. vocab-1: padded to the longest, so the check
+// covers padded source positions and target rows without a loss.
 TranslationBatch random_translation_batch(const RnnSearchConfig& config, const std::vector<int>& source_lengths,
                                           const std::vector<int>& target_lengths, uint64_t seed) {
   Rng rng(seed);
-  TranslationBatch batch;
-  batch.batch = static_cast<int>(source_lengths.size());
-  batch.source_steps = *std::max_element(source_lengths.begin(), source_lengths.end());
-  batch.target_steps = *std::max_element(target_lengths.begin(), target_lengths.end()) + 1;
-  const int B = batch.batch;
-  batch.source.assign(static_cast<size_t>(batch.source_steps) * B, kEndToken);
-  batch.source_active.assign(batch.source.size(), 0);
-  batch.target_in.assign(static_cast<size_t>(batch.target_steps) * B, kEndToken);
-  batch.target_out.assign(batch.target_in.size(), -1);
-  auto character = [&] { return static_cast<int32_t>(2 + rng.below(config.vocab - 2)); };
-  for (int b = 0; b < B; ++b) {
-    for (int t = 0; t < source_lengths[b]; ++t) {
-      batch.source[t * B + b] = character();
-      batch.source_active[t * B + b] = 1;
-    }
-    int32_t prev = kStartToken;
-    for (int t = 0; t <= target_lengths[b]; ++t) {
-      const int32_t next = t < target_lengths[b] ? character() : kEndToken;
-      batch.target_in[t * B + b] = prev;
-      batch.target_out[t * B + b] = next;
-      prev = next;
-    }
+  auto sentence = [&](int length) {
+    std::vector<int32_t> ids(static_cast<size_t>(length));
+    for (int32_t& id : ids) id = static_cast<int32_t>(2 + rng.below(config.vocab - 2));
+    return ids;
+  };
+  std::vector<std::vector<int32_t>> sources, targets;
+  for (size_t b = 0; b < source_lengths.size(); ++b) {
+    sources.push_back(sentence(source_lengths[b]));
+    targets.push_back(sentence(target_lengths[b]));
   }
-  return batch;
+  std::vector<const std::vector<int32_t>*> source_ptrs, target_ptrs;
+  for (size_t b = 0; b < sources.size(); ++b) source_ptrs.push_back(&sources[b]), target_ptrs.push_back(&targets[b]);
+  return make_translation_batch(source_ptrs, target_ptrs);
 }
 
 class GradCheck : public testing::TestWithParam<Case> {

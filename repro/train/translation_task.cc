@@ -91,32 +91,14 @@ struct TranslationData {
   }
 };
 
-// Pads pairs [first, first + count) of `pairs` into a time-major batch (targets only if with_targets).
-TranslationBatch make_batch(const std::vector<EncodedPair>& pairs, size_t first, int count) {
-  TranslationBatch batch;
-  batch.batch = count;
-  for (int b = 0; b < count; ++b) {
-    const EncodedPair& p = pairs[first + b];
-    batch.source_steps = std::max(batch.source_steps, static_cast<int>(p.source.size()));
-    batch.target_steps = std::max(batch.target_steps, static_cast<int>(p.target.size()) + 1);
+// Pairs [first, first + count) of `pairs` as a padded batch, with their targets or without.
+TranslationBatch make_batch(const std::vector<EncodedPair>& pairs, size_t first, int count, bool with_targets) {
+  std::vector<const std::vector<int32_t>*> sources, targets;
+  for (size_t i = first; i < first + static_cast<size_t>(count); ++i) {
+    sources.push_back(&pairs[i].source);
+    if (with_targets) targets.push_back(&pairs[i].target);
   }
-  const int B = count, S = batch.source_steps, T = batch.target_steps;
-  batch.source.assign(static_cast<size_t>(S) * B, kEndToken);
-  batch.source_active.assign(batch.source.size(), 0);
-  batch.target_in.assign(static_cast<size_t>(T) * B, kEndToken);
-  batch.target_out.assign(batch.target_in.size(), -1);
-  for (int b = 0; b < B; ++b) {
-    const EncodedPair& p = pairs[first + b];
-    for (size_t t = 0; t < p.source.size(); ++t) {
-      batch.source[t * B + b] = p.source[t];
-      batch.source_active[t * B + b] = 1;
-    }
-    for (size_t t = 0; t <= p.target.size(); ++t) {
-      batch.target_in[t * B + b] = t == 0 ? kStartToken : p.target[t - 1];
-      batch.target_out[t * B + b] = t < p.target.size() ? p.target[t] : kEndToken;
-    }
-  }
-  return batch;
+  return make_translation_batch(sources, targets);
 }
 
 class TranslationVariant : public Variant {
@@ -129,7 +111,7 @@ class TranslationVariant : public Variant {
   double forward_backward(int64_t step) override {
     Rng rng = Rng::stream(seed_, static_cast<uint64_t>(step));
     const size_t first = rng.below(data_.train.size() - batch_ + 1);
-    const double loss = model_.forward(make_batch(data_.train, first, batch_));
+    const double loss = model_.forward(make_batch(data_.train, first, batch_, /*with_targets=*/true));
     model_.backward();
     return loss / kLn2;
   }
@@ -139,7 +121,7 @@ class TranslationVariant : public Variant {
     std::vector<std::string> hypotheses;
     for (size_t first = 0; first < data_.test.size(); first += batch_) {
       const int count = static_cast<int>(std::min<size_t>(batch_, data_.test.size() - first));
-      const TranslationBatch batch = make_batch(data_.test, first, count);
+      const TranslationBatch batch = make_batch(data_.test, first, count, /*with_targets=*/false);
       for (const std::vector<int32_t>& ids : model_.translate(batch, model_.config().max_target - 1))
         hypotheses.push_back(data_.vocab.decode(ids));
     }
