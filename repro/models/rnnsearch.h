@@ -28,7 +28,7 @@ constexpr int32_t kEndToken = 0;    // ends every target sentence; pads sources
 constexpr int32_t kStartToken = 1;  // the decoder's first input
 
 struct RnnSearchConfig {
-  int vocab = 128;          // V, source and target characters together, with the two special tokens
+  int vocab = 128;          // V: source and target characters together, and the special tokens
   int embed = 32;           // E
   int encoder_hidden = 64;  // H per direction: annotations are A = 2H wide
   int decoder_hidden = 128; // D
@@ -47,7 +47,7 @@ struct TranslationBatch {
 };
 
 // Pads sentences (character ids without start or end tokens) into a time-major batch: sources[b] and
-// targets[b] are pair b. Empty targets give a batch to translate, with no target steps.
+// targets[b] are pair b. With no targets at all, a batch to translate (no target steps).
 TranslationBatch make_translation_batch(const std::vector<const std::vector<int32_t>*>& sources,
                                         const std::vector<const std::vector<int32_t>*>& targets);
 

@@ -27,10 +27,10 @@ class Variant {
   virtual std::vector<Param*> params() = 0;
   // The task's second metric from the last evaluate() (chrF beside BLEU), NaN when it has none.
   virtual double secondary_metric() const { return std::numeric_limits<double>::quiet_NaN(); }
-  // p-value of a significance test of the difference between this variant's last evaluation and
-  // baseline's (same task and seed), NaN when the task has no such test.
   // The outputs of the last evaluate(), one a line (the test translations), or none.
   virtual std::vector<std::string> outputs() const { return {}; }
+  // p-value of a significance test of the difference between this variant's last evaluation and
+  // baseline's (same task and seed), NaN when the task has no such test.
   virtual double p_value_against(const Variant& baseline) const {
     (void)baseline;
     return std::numeric_limits<double>::quiet_NaN();

@@ -2,7 +2,6 @@
 // experiment (WMT14 En-De) at the scale of this machine. The metric is corpus BLEU on the test split
 // (sacreBLEU's definition), with chrF beside it and a paired bootstrap against LayerNorm.
 #include <algorithm>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <set>
@@ -68,12 +67,8 @@ struct TranslationData {
   CharVocabulary vocab;
   std::vector<EncodedPair> train;  // sorted by length, so a batch of neighbours pads little
   std::vector<EncodedPair> test;   // in the split's order
-  int64_t train_pairs_before_filter = 0, test_pairs_before_filter = 0;
 
-  TranslationData(const ParallelCorpus& corpus, int max_source, int max_target)
-      : vocab(corpus.train),
-        train_pairs_before_filter(static_cast<int64_t>(corpus.train.size())),
-        test_pairs_before_filter(static_cast<int64_t>(corpus.test.size())) {
+  TranslationData(const ParallelCorpus& corpus, int max_source, int max_target) : vocab(corpus.train) {
     // Pairs that fit the model's buffers: sources of at most max_source characters, targets of at most
     // max_target - 1 (the end token takes a step).
     auto keep = [&](const std::vector<SentencePair>& pairs, std::vector<EncodedPair>& out) {
