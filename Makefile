@@ -16,9 +16,10 @@ JOBS ?= $(shell nproc)
 SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 
 # Build: compiler, CMake, Highway (SIMD), GoogleTest, Google Benchmark, OpenBLAS and zlib (reproduction).
-# Data: the King James Bible and Fashion-MNIST. Python: venv and headers for the bindings.
+# Data: the King James Bible, Fashion-MNIST and the FreeDict English-German dictionary. Python: venv and
+# headers for the bindings.
 APT_PACKAGES := g++ make cmake pkg-config libhwy-dev libgtest-dev libbenchmark-dev libopenblas-dev zlib1g-dev \
-                gnuplot-nox bible-kjv dataset-fashion-mnist python3-venv python3-dev
+                gnuplot-nox bible-kjv dataset-fashion-mnist dict-freedict-eng-deu python3-venv python3-dev
 
 .PHONY: help deps build python test test-cpp test-asan test-python repro-build demo repro bench peers peers-onednn clean
 
@@ -80,9 +81,10 @@ $(VENV)/.installed: python/requirements-test.txt
 python: deps $(VENV)/.installed
 	CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) $(VENV)/bin/pip install --no-build-isolation -q .
 
-test-python: python
+# The translation metrics' test runs rmsnorm-repro, hence repro-build.
+test-python: python repro-build
 	@echo "== Python tests"
-	$(VENV)/bin/python -m pytest python/tests -q
+	RMSNORM_REPRO=$(abspath $(BUILD))/repro/rmsnorm-repro $(VENV)/bin/python -m pytest python/tests -q
 
 # The paper's experiments (docs/repro.md): only the library and the trainer are built.
 repro-build: deps

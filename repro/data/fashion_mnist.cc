@@ -1,38 +1,21 @@
 #include "data/fashion_mnist.h"
 
-#include <unistd.h>
-#include <zlib.h>
-
 #include <cmath>
 #include <stdexcept>
 
-#include "data/missing_data.h"
+#include "data/gzip_file.h"
 
 namespace repro {
 namespace {
 
-// The whole decompressed content of a .gz file.
-std::vector<uint8_t> read_gzip(const std::string& path) {
-  if (access(path.c_str(), R_OK) != 0) throw MissingData("Fashion-MNIST", path, kFashionMnistPackage);
-  gzFile file = gzopen(path.c_str(), "rb");
-  if (file == nullptr) throw MissingData("Fashion-MNIST", path, kFashionMnistPackage);
-  std::vector<uint8_t> bytes;
-  uint8_t buffer[1 << 16];
-  int n;
-  while ((n = gzread(file, buffer, sizeof buffer)) > 0) bytes.insert(bytes.end(), buffer, buffer + n);
-  const bool failed = n < 0;
-  gzclose(file);
-  if (failed) throw std::runtime_error(path + ": gzip data is corrupt");
-  return bytes;
-}
-
-uint32_t big_endian_u32(const std::vector<uint8_t>& b, size_t at) {
-  return (uint32_t{b[at]} << 24) | (uint32_t{b[at + 1]} << 16) | (uint32_t{b[at + 2]} << 8) | uint32_t{b[at + 3]};
+uint32_t big_endian_u32(const std::string& b, size_t at) {
+  auto byte = [&](size_t i) { return uint32_t{static_cast<uint8_t>(b[i])}; };
+  return (byte(at) << 24) | (byte(at + 1) << 16) | (byte(at + 2) << 8) | byte(at + 3);
 }
 
 // IDX: a magic number 0x0000TTDD (type TT = 0x08 unsigned byte, DD dimensions), DD big-endian sizes, data.
 std::vector<uint8_t> read_idx(const std::string& path, uint32_t dims, std::vector<uint32_t>* shape) {
-  std::vector<uint8_t> b = read_gzip(path);
+  const std::string b = read_gzip_file(path, "Fashion-MNIST", kFashionMnistPackage);
   const size_t header = 4 + 4 * size_t{dims};
   if (b.size() < header || big_endian_u32(b, 0) != (0x0800u | dims))
     throw std::runtime_error(path + ": not an IDX file of unsigned bytes with " + std::to_string(dims) + " dimensions");

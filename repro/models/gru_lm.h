@@ -7,8 +7,7 @@
 //   logits = h' W_out + b_out
 //
 // The norms' biases are the cell's biases (with kNone each "norm" only adds its bias, a plain GRU).
-// Activations are stored time-major: row t * B + b is sequence b at time t, so one time step is a
-// contiguous (B, ...) block for the per-step products and norms.
+// The recurrence is a SequenceGru; activations are time-major (row t * B + b is sequence b at time t).
 #ifndef RMSNORM_REPRO_MODELS_GRU_LM_H_
 #define RMSNORM_REPRO_MODELS_GRU_LM_H_
 
@@ -17,6 +16,7 @@
 
 #include "common/norm_layer.h"
 #include "common/param.h"
+#include "models/sequence_gru.h"
 
 namespace repro {
 
@@ -45,39 +45,20 @@ class GruLm {
   GruLmConfig config_;
   int64_t rows_;  // T * B
 
-  // Parameters.
+  // Parameters: the embedding, the GRU layer (its weights and four norms), the output layer.
   Param embedding_;  // (V, E)
-  Param w_xg_;       // (E, 2H)  input to gates [r | z]
-  Param w_xc_;       // (E, H)   input to candidate
-  Param u_g_;        // (H, 2H)  hidden to gates
-  Param u_c_;        // (H, H)   hidden to candidate
+  SequenceGru gru_;  // E -> H
   Param w_out_;      // (H, V)
   Param b_out_;      // (V)
-  NormLayer n_xg_, n_xc_, n_hg_, n_hc_;
 
-  // Activations of the last forward, time-major.
+  // Activations of the last forward, time-major (row t * B + b).
   std::vector<int32_t> inputs_, targets_;   // (T * B)
   std::vector<float> x_;                    // (T * B, E) embedded inputs
-  std::vector<float> xg_, xg_n_;            // (T * B, 2H) x W_xg, and normalized
-  std::vector<float> xc_, xc_n_;            // (T * B, H)
-  std::vector<float> hg_, hg_n_;            // (T * B, 2H) h_{t-1} U_g, and normalized
-  std::vector<float> hc_, hc_n_;            // (T * B, H)
-  std::vector<float> mean_xg_, rstd_xg_, mean_xc_, rstd_xc_, mean_hg_, rstd_hg_, mean_hc_, rstd_hc_;  // (T * B)
-  std::vector<float> gates_;                // (T * B, 2H) [r | z] after the sigmoid
-  std::vector<float> cand_;                 // (T * B, H) c after the tanh
-  std::vector<float> h_;                    // ((T + 1) * B, H): block 0 is the zero initial state
   std::vector<float> probs_;                // (T * B, V) softmax of the logits
 
   // Gradient scratch.
   std::vector<float> dlogits_;              // (T * B, V)
   std::vector<float> dh_out_;               // (T * B, H) from the output layer
-  std::vector<float> dh_;                   // (B, H) into the current step
-  // Into the norms (d of their outputs) and out of them (d of their inputs). Separate buffers: the
-  // library allows dx to alias dy, but its in-place backward is several times slower.
-  std::vector<float> dxg_n_, dxc_n_;        // (T * B, 2H), (T * B, H): into the input-side norms
-  std::vector<float> dhg_n_, dhc_n_;        // (B, 2H), (B, H): into the hidden-side norms, one step
-  std::vector<float> dxg_, dxc_;            // (T * B, 2H), (T * B, H): out of the input-side norms
-  std::vector<float> dhg_, dhc_;            // (T * B, 2H), (T * B, H): out of the hidden-side norms
   std::vector<float> dx_;                   // (T * B, E)
 };
 

@@ -5,9 +5,11 @@
 
 #include <cstdio>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "data/fashion_mnist.h"
+#include "data/freedict.h"
 #include "data/kjv.h"
 #include "data/missing_data.h"
 
@@ -92,6 +94,65 @@ TEST(DataLoaders, InstalledFashionMnistLoads) {
   double sum = 0.0;
   for (float v : data.train.images) sum += v;
   EXPECT_NEAR(sum / static_cast<double>(data.train.images.size()), 0.0, 1e-3);  // standardized
+}
+
+TEST(DataLoaders, MissingFreedictNamesThePackage) {
+  const std::string message = missing_data_message([] { load_freedict_eng_deu("/nonexistent/freedict-eng-deu.dict.dz"); });
+  EXPECT_NE(message.find("dict-freedict-eng-deu"), std::string::npos) << message;
+  EXPECT_NE(message.find("/nonexistent/freedict-eng-deu.dict.dz"), std::string::npos) << message;
+}
+
+TEST(DataLoaders, FreedictExamplesAreParsed) {
+  const std::string dict =
+      "abandon\n   [headword] /əˈbændən/\n"
+      "      \"I've made one or two modifications.\"  - Ich habe ein paar Änderungen vorgenommen.\n"
+      "      \"too short\"  - zu kurz\n"                          // English under 20 characters
+      "      \"A quote without a translation\"\n"                 // no separator
+      "\"Über twenty characters, unindented\"  - Über zwanzig \n";  // trimmed; counted in characters
+  const std::vector<SentencePair> pairs = parse_freedict_examples(dict);
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].english, "I've made one or two modifications.");
+  EXPECT_EQ(pairs[0].german, "Ich habe ein paar Änderungen vorgenommen.");
+  EXPECT_EQ(pairs[1].german, "Über zwanzig");
+}
+
+TEST(DataLoaders, ParallelSplitKeepsSourcesApartAndDropsDuplicates) {
+  std::vector<SentencePair> pairs;
+  for (int i = 0; i < 50; ++i) {
+    const std::string english = "sentence number " + std::to_string(i);
+    pairs.push_back({english, "Satz " + std::to_string(i)});
+    pairs.push_back({english, "Satz " + std::to_string(i)});  // an exact duplicate
+    if (i % 5 == 0) pairs.push_back({english, "Satz Nummer " + std::to_string(i)});  // a second translation
+  }
+  const ParallelCorpus corpus = split_parallel(pairs, 10, 5);
+  EXPECT_EQ(corpus.example_lines, 110);
+  EXPECT_EQ(corpus.train.size() + corpus.valid.size() + corpus.test.size(), 60u);  // duplicates dropped
+  std::set<std::string> train_sources, valid_sources, test_sources;
+  for (const auto& p : corpus.train) train_sources.insert(p.english);
+  for (const auto& p : corpus.valid) valid_sources.insert(p.english);
+  for (const auto& p : corpus.test) test_sources.insert(p.english);
+  EXPECT_EQ(test_sources.size(), 5u);
+  EXPECT_EQ(valid_sources.size(), 10u);
+  EXPECT_EQ(train_sources.size(), 35u);
+  for (const std::string& s : test_sources) EXPECT_EQ(train_sources.count(s) + valid_sources.count(s), 0u) << s;
+  for (const std::string& s : valid_sources) EXPECT_EQ(train_sources.count(s), 0u) << s;
+  // The split depends on the texts only, not on their order in the dictionary.
+  std::vector<SentencePair> reversed(pairs.rbegin(), pairs.rend());
+  const ParallelCorpus again = split_parallel(reversed, 10, 5);
+  ASSERT_EQ(again.test.size(), corpus.test.size());
+  for (size_t i = 0; i < corpus.test.size(); ++i) EXPECT_EQ(again.test[i].german, corpus.test[i].german);
+}
+
+TEST(DataLoaders, InstalledFreedictLoads) {
+  if (access(kFreedictPath, R_OK) != 0) GTEST_SKIP() << "Debian package dict-freedict-eng-deu is not installed";
+  const ParallelCorpus corpus = load_freedict_eng_deu();
+  EXPECT_GT(corpus.example_lines, 40000);  // about 44,000 example lines of 20+ characters
+  EXPECT_GT(corpus.train.size(), 30000u);
+  EXPECT_GE(corpus.valid.size(), 1000u);  // 1,000 sources, some with several translations
+  EXPECT_GE(corpus.test.size(), 1000u);
+  std::set<std::string> train_sources;
+  for (const auto& p : corpus.train) train_sources.insert(p.english);
+  for (const auto& p : corpus.test) EXPECT_EQ(train_sources.count(p.english), 0u) << p.english;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 // inputs below cross none (a crossed kink shows as a few-percent error on one bias, whatever the norm).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <ostream>
@@ -24,6 +25,7 @@
 #include "common/rng.h"
 #include "models/gru_lm.h"
 #include "models/mlp.h"
+#include "models/rnnsearch.h"
 #include "models/transformer_lm.h"
 #include "rmsnorm/rmsnorm.hpp"
 
@@ -103,6 +105,26 @@ std::vector<int32_t> random_tokens(int batch, int seq_len, int vocab, uint64_t s
   return tokens;
 }
 
+// Sentences of the given lengths, random characters 2 .. vocab-1: padded to the longest, so the check
+// covers padded source positions and target rows without a loss.
+TranslationBatch random_translation_batch(const RnnSearchConfig& config, const std::vector<int>& source_lengths,
+                                          const std::vector<int>& target_lengths, uint64_t seed) {
+  Rng rng(seed);
+  auto sentence = [&](int length) {
+    std::vector<int32_t> ids(static_cast<size_t>(length));
+    for (int32_t& id : ids) id = static_cast<int32_t>(2 + rng.below(config.vocab - 2));
+    return ids;
+  };
+  std::vector<std::vector<int32_t>> sources, targets;
+  for (size_t b = 0; b < source_lengths.size(); ++b) {
+    sources.push_back(sentence(source_lengths[b]));
+    targets.push_back(sentence(target_lengths[b]));
+  }
+  std::vector<const std::vector<int32_t>*> source_ptrs, target_ptrs;
+  for (size_t b = 0; b < sources.size(); ++b) source_ptrs.push_back(&sources[b]), target_ptrs.push_back(&targets[b]);
+  return make_translation_batch(source_ptrs, target_ptrs);
+}
+
 class GradCheck : public testing::TestWithParam<Case> {
  protected:
   void SetUp() override { rmsnorm::set_backend(rmsnorm::Backend::kReference); }  // double accumulation
@@ -126,6 +148,15 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
     perturb_norm_params(model.params());
     const auto tokens = random_tokens(config.batch, config.seq_len, config.vocab, 7);
     check_gradients(model.params(), [&] { return model.forward(tokens.data()); }, [&] { model.backward(); }, 1e-2);
+  } else if (c.model == "rnnsearch") {
+    RnnSearchConfig config;
+    config.vocab = 7, config.embed = 5, config.encoder_hidden = 8, config.decoder_hidden = 16, config.batch = 3;
+    config.max_source = 5, config.max_target = 4;
+    RnnSearch model(config, norm, 42, nullptr);
+    perturb_norm_params(model.params());
+    const TranslationBatch batch = random_translation_batch(config, /*source_lengths=*/{5, 3, 4},
+                                                            /*target_lengths=*/{3, 2, 1}, 9);
+    check_gradients(model.params(), [&] { return model.forward(batch); }, [&] { model.backward(); }, 1e-2);
   } else {
     MlpConfig config;
     config.inputs = 12, config.hidden = 16, config.classes = 5, config.batch = 6;
@@ -143,7 +174,7 @@ TEST_P(GradCheck, MatchesFiniteDifferences) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* model : {"gru", "transformer", "mlp"})
+  for (const char* model : {"gru", "transformer", "mlp", "rnnsearch"})
     for (NormKind norm : all_norms()) cases.push_back({model, norm});
   return cases;
 }

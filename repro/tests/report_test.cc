@@ -69,5 +69,41 @@ TEST(Report, WritesResultsJsonWithTheIssuesKeys) {
   std::system(("rm -rf '" + dir + "'").c_str());
 }
 
+TEST(Report, TranslationColumnsJsonKeysAndOutputs) {
+  TaskResult task = fake_task();
+  task.info.name = "fake-translation";
+  task.info.metric = "test BLEU";
+  task.info.secondary_metric = "chrF";
+  task.references = {"Das ist gut.", "Hallo Welt"};
+  task.variants[0].secondary_metric = 30.0;
+  task.variants[1].secondary_metric = 31.5;
+  task.variants[1].p_value_vs_layernorm = 0.02;  // LayerNorm keeps NaN: it is the baseline
+  task.variants[0].outputs = {"Das ist gut.", "Hallo"};
+  task.variants[1].outputs = {"Das gut.", "Hallo Welt"};
+  const std::vector<NormSummary> rows = summarize({task});
+  EXPECT_EQ(rows[1].significant_seeds, 1);
+  EXPECT_EQ(rows[0].significant_seeds, 0);
+  const std::string table = format_table(task.info, rows);
+  EXPECT_NE(table.find("chrF"), std::string::npos) << table;
+  EXPECT_NE(table.find("31.50"), std::string::npos) << table;
+  EXPECT_NE(table.find("0.020 *"), std::string::npos) << table;
+
+  const std::string dir = testing::TempDir() + "repro_report_translation_" + std::to_string(getpid());
+  RunInfo run;
+  run.mode = "test";
+  run.threads = 1;
+  write_report(dir, run, {{task}});
+  std::stringstream json, rmsnorm_out;
+  json << std::ifstream(dir + "/results.json").rdbuf();
+  for (const char* key : {"\"secondary_metric\": \"chrF\"", "\"secondary_value\": 31.5",
+                          "\"p_values_vs_layernorm\": [0.02]", "\"p_values_vs_layernorm\": [null]",
+                          "\"significant_seeds_vs_layernorm\": 1"})
+    EXPECT_NE(json.str().find(key), std::string::npos) << key << " missing from " << json.str();
+  rmsnorm_out << std::ifstream(dir + "/fake-translation_seed1_rmsnorm.txt").rdbuf();
+  EXPECT_EQ(rmsnorm_out.str(), "Das gut.\nHallo Welt\n");
+  EXPECT_TRUE(std::ifstream(dir + "/fake-translation_references.txt").good());
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
 }  // namespace
 }  // namespace repro

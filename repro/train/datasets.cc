@@ -12,4 +12,9 @@ const FashionMnist& Datasets::fashion_mnist() {
   return *fashion_mnist_;
 }
 
+const ParallelCorpus& Datasets::freedict() {
+  if (!freedict_) freedict_ = std::make_unique<ParallelCorpus>(load_freedict_eng_deu(freedict_path_));
+  return *freedict_;
+}
+
 }  // namespace repro

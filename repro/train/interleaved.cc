@@ -116,9 +116,21 @@ TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uin
   TaskResult out;
   out.info = info;
   out.seed = seed;
+  out.references = task.references();
+  const Running* layernorm = nullptr;
   for (Running& run : runs) {
-    run.result.metric =
-        run.result.diverged ? std::numeric_limits<double>::quiet_NaN() : run.variant->evaluate();
+    if (run.result.diverged) {
+      run.result.metric = std::numeric_limits<double>::quiet_NaN();
+      continue;
+    }
+    run.result.metric = run.variant->evaluate();
+    run.result.secondary_metric = run.variant->secondary_metric();
+    run.result.outputs = run.variant->outputs();
+    if (run.result.norm == NormKind::kLayerNorm) layernorm = &run;
+  }
+  for (Running& run : runs) {
+    if (layernorm != nullptr && !run.result.diverged && &run != layernorm)
+      run.result.p_value_vs_layernorm = run.variant->p_value_against(*layernorm->variant);
     out.variants.push_back(std::move(run.result));
   }
   return out;

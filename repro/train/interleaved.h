@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,9 @@ struct VariantResult {
   int64_t steps_done = 0;
   bool diverged = false;             // a loss or gradient became NaN/infinite: training stopped
   double metric = 0.0;               // the task's metric after training (NaN if diverged)
+  double secondary_metric = std::numeric_limits<double>::quiet_NaN();  // the task's second metric, if any
+  double p_value_vs_layernorm = std::numeric_limits<double>::quiet_NaN();  // the task's significance test, if any
+  std::vector<std::string> outputs;  // the variant's outputs() after training (test translations), if any
   std::vector<double> losses;        // (steps_done) training loss per step, in the task's loss unit
   std::vector<int64_t> chunk_steps;  // steps in each chunk this variant ran
   std::vector<double> chunk_seconds; // wall time of each chunk: forward, backward and update
@@ -43,6 +47,7 @@ double paired_time_ratio(const VariantResult& a, const VariantResult& b, bool cp
 struct TaskResult {
   TaskInfo info;
   uint64_t seed = 0;
+  std::vector<std::string> references;  // the task's references(), if any
   std::vector<VariantResult> variants;
 };
 

@@ -8,12 +8,17 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
+#include <stdexcept>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/blas.h"
 #include "data/missing_data.h"
+#include "metrics/bleu.h"
+#include "metrics/bootstrap.h"
+#include "metrics/chrf.h"
 #include "rmsnorm/rmsnorm.hpp"
 #include "train/interleaved.h"
 #include "train/report.h"
@@ -24,19 +29,23 @@ namespace {
 
 const char kUsage[] =
     "usage: rmsnorm-repro demo|repro|tiny [options]\n"
+    "       rmsnorm-repro score HYPOTHESES REFERENCES [BASELINE]\n"
     "  demo    all tasks and norms, short runs, one seed (about 6 minutes on 2 cores)\n"
     "  repro   longer runs with several seeds (mean and spread)\n"
     "  tiny    a few steps of each, to check the pipeline\n"
+    "  score   corpus BLEU and chrF (sacreBLEU's defaults) of two UTF-8 files, one segment a line; with a\n"
+    "          baseline's translations, the paired bootstrap p-value of each metric's difference\n"
     "options:\n"
     "  --out DIR          report folder (default report-MODE)\n"
     "  --threads N        OpenBLAS and rmsnorm threads, the same for every variant (default 1, at most the cores)\n"
-    "  --tasks a,b        among gru-kjv, transformer-kjv, mlp-fashion (default all)\n"
+    "  --tasks a,b        among gru-kjv, transformer-kjv, mlp-fashion, rnnsearch-en-de (default all)\n"
     "  --norms a,b        among none, layernorm, l2norm, rmsnorm, prmsnorm (default all)\n"
     "  --seeds 1,2,3      (default 1 for demo and tiny, 1,2,3 for repro)\n"
     "  --steps N          override the steps per variant of every task\n"
     "  --lr F             override the peak learning rate of every task\n"
     "  --kjv-cache FILE   plain-text cache of the KJV corpus (default kjv-corpus.txt beside this program)\n"
-    "  --fashion-mnist-dir DIR  (default /usr/share/datasets/fashion-mnist)\n";
+    "  --fashion-mnist-dir DIR  (default /usr/share/datasets/fashion-mnist)\n"
+    "  --freedict FILE    (default /usr/share/dictd/freedict-eng-deu.dict.dz)\n";
 
 std::vector<std::string> split(const std::string& s) {
   std::vector<std::string> out;
@@ -66,6 +75,7 @@ struct Options {
   float lr = 0.0f;
   std::string kjv_cache;
   std::string fashion_mnist_dir = kFashionMnistDir;
+  std::string freedict = kFreedictPath;
   std::string command_line;
 };
 
@@ -93,6 +103,7 @@ Options parse(int argc, char** argv) {
     else if (flag == "--lr") o.lr = std::stof(value);
     else if (flag == "--kjv-cache") o.kjv_cache = value;
     else if (flag == "--fashion-mnist-dir") o.fashion_mnist_dir = value;
+    else if (flag == "--freedict") o.freedict = value;
     else throw std::invalid_argument("unknown option " + flag + "\n" + kUsage);
   }
   if (o.out.empty()) o.out = "report-" + o.mode;
@@ -126,7 +137,40 @@ void print_progress(const TaskInfo& info, int64_t done, const std::vector<Varian
   std::fflush(stdout);
 }
 
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(in, line)) lines.push_back(line);
+  return lines;
+}
+
+// `rmsnorm-repro score HYP REF [BASELINE]`: the translation task's metrics and significance test on any
+// text, so they can be checked against sacreBLEU (python/tests/test_translation_metrics.py).
+int score(int argc, char** argv) {
+  if (argc != 4 && argc != 5) throw std::invalid_argument(kUsage);
+  const std::vector<std::string> hypotheses = read_lines(argv[2]), references = read_lines(argv[3]);
+  const std::vector<std::string> baseline = argc == 5 ? read_lines(argv[4]) : hypotheses;
+  if (hypotheses.size() != references.size() || baseline.size() != references.size())
+    throw std::invalid_argument("score: the files have different numbers of lines");
+  std::vector<BleuStats> bleu, bleu_baseline;
+  std::vector<ChrfStats> chrf, chrf_baseline;
+  for (size_t i = 0; i < references.size(); ++i) {
+    bleu.push_back(bleu_segment_stats(hypotheses[i], references[i]));
+    bleu_baseline.push_back(bleu_segment_stats(baseline[i], references[i]));
+    chrf.push_back(chrf_segment_stats(hypotheses[i], references[i]));
+    chrf_baseline.push_back(chrf_segment_stats(baseline[i], references[i]));
+  }
+  std::printf("BLEU = %.4f\nchrF = %.4f\n", corpus_bleu(hypotheses, references), corpus_chrf(hypotheses, references));
+  if (argc == 5)
+    std::printf("BLEU p = %.4f\nchrF p = %.4f\n", paired_bootstrap(bleu, bleu_baseline, bleu_score).p_value,
+                paired_bootstrap(chrf, chrf_baseline, chrf_score).p_value);
+  return 0;
+}
+
 int run(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "score") return score(argc, argv);
   const auto start = std::chrono::steady_clock::now();
   const Options o = parse(argc, argv);
   set_blas_threads(o.threads);
@@ -145,7 +189,7 @@ int run(int argc, char** argv) {
               o.mode.c_str(), o.tasks.size(), o.norms.size(), o.seeds.size(), o.threads, info.cpu_target.c_str());
   std::fflush(stdout);
 
-  Datasets data(KjvSource{"/usr/bin/bible", "/usr/lib/bible.data", o.kjv_cache}, o.fashion_mnist_dir);
+  Datasets data(KjvSource{"/usr/bin/bible", "/usr/lib/bible.data", o.kjv_cache}, o.fashion_mnist_dir, o.freedict);
   std::vector<std::vector<TaskResult>> results;
   std::string tables;
   for (const std::string& name : o.tasks) {

@@ -69,6 +69,25 @@ std::string json_string(const std::string& s) {
   return out + "\"";
 }
 
+constexpr double kSignificanceLevel = 0.05;
+
+// The significance column: the p-value for one seed ("0.012 *" when below 0.05), the number of seeds
+// below 0.05 for several; "-" for LayerNorm itself and tasks without a test.
+std::string significance(const NormSummary& s) {
+  int tested = 0;
+  for (double p : s.p_values) tested += std::isfinite(p);
+  if (tested == 0) return "-";
+  if (s.p_values.size() == 1) return number(s.p_values[0], "%.3f") + (s.significant_seeds ? " *" : "  ");
+  return std::to_string(s.significant_seeds) + "/" + std::to_string(tested) + " p<.05";
+}
+
+// A JSON list of numbers.
+std::string json_list(const std::vector<double>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i ? ", " : "") + json_number(values[i]);
+  return out + "]";
+}
+
 struct CurvePoint {
   int64_t step;
   double loss, seconds;
@@ -100,6 +119,11 @@ std::vector<std::vector<CurvePoint>> make_curves(const std::vector<TaskResult>& 
       curves[v].push_back({step, loss / n, seconds / n});
     }
   return curves;
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path);
+  for (const std::string& line : lines) out << line << "\n";
 }
 
 // One gnuplot data block per norm: step, loss, seconds.
@@ -176,11 +200,15 @@ std::vector<NormSummary> summarize(const std::vector<TaskResult>& seeds) {
       ++s.seeds;
       s.diverged += vr.diverged;
       s.metrics.push_back(vr.metric);
+      s.secondary_values.push_back(vr.secondary_metric);
+      s.p_values.push_back(vr.p_value_vs_layernorm);
+      s.significant_seeds += vr.p_value_vs_layernorm < kSignificanceLevel;
       speed.push_back(vr.seconds_per_1k_steps());
       norm_speed.push_back(vr.norm_seconds_per_1k_steps());
       share.push_back(vr.norm_share());
     }
     mean_std(s.metrics, &s.metric_mean, &s.metric_std);
+    mean_std(s.secondary_values, &s.secondary_mean, &s.secondary_std);
     mean_std(speed, &s.seconds_per_1k_mean, &s.seconds_per_1k_std);
     double unused;
     mean_std(norm_speed, &s.norm_seconds_per_1k_mean, &unused);
@@ -216,21 +244,34 @@ std::string format_table(const TaskInfo& info, const std::vector<NormSummary>& r
   const bool several = !rows.empty() && rows[0].seeds > 1;
   std::ostringstream out;
   char line[512];
-  std::snprintf(line, sizeof line, "%-20s %-20s %18s %9s %16s %12s %11s %10s\n", "task", "norm", info.metric.c_str(),
+  const bool secondary = !info.secondary_metric.empty();
+  std::snprintf(line, sizeof line, "%-20s %-20s %18s %9s %16s %12s %11s %10s", "task", "norm", info.metric.c_str(),
                 "vs LN", "s / 1k steps", "saved vs LN", "norm s/1k", "norm share");
-  if (header) out << line;
+  if (header) out << line << "\n";
+  if (secondary) {  // a task with a second metric and a significance test: two more columns, headed here
+    std::snprintf(line, sizeof line, "%-20s %-20s %18s %9s %16s %12s %11s %10s %16s %11s\n", "", "", "", "", "", "", "",
+                  "", info.secondary_metric.c_str(), "p vs LN");
+    out << line;
+  }
   for (const NormSummary& s : rows) {
     std::string metric = s.diverged == s.seeds ? "diverged" : number(s.metric_mean, "%.3f");
     if (several && s.diverged < s.seeds) metric += " ± " + number(s.metric_std, "%.3f");
     if (s.diverged > 0 && s.diverged < s.seeds) metric += " (" + std::to_string(s.diverged) + " div.)";
     std::string speed = number(s.seconds_per_1k_mean, "%.1f");
     if (several) speed += " ± " + number(s.seconds_per_1k_std, "%.1f");
-    std::snprintf(line, sizeof line, "%-20s %-20s %18s %9s %16s %12s %11s %10s\n", info.name.c_str(),
+    std::snprintf(line, sizeof line, "%-20s %-20s %18s %9s %16s %12s %11s %10s", info.name.c_str(),
                   norm_label(s).c_str(), metric.c_str(), number(100.0 * s.metric_vs_layernorm, "%+.1f%%").c_str(),
                   speed.c_str(), number(100.0 * s.time_saved_vs_layernorm, "%+.1f%%").c_str(),
                   number(s.norm_seconds_per_1k_mean, "%.2f").c_str(),
                   number(100.0 * s.norm_share_mean, "%.1f%%").c_str());
     out << line;
+    if (secondary) {
+      std::string second = number(s.secondary_mean, "%.2f");
+      if (several && std::isfinite(s.secondary_mean)) second += " ± " + number(s.secondary_std, "%.2f");
+      std::snprintf(line, sizeof line, " %16s %11s", second.c_str(), significance(s).c_str());
+      out << line;
+    }
+    out << "\n";
   }
   return out.str();
 }
@@ -273,6 +314,15 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
           "process computed, whatever other processes did to its wall time):";
     for (const NormSummary& s : rows) md << " " << norm_label(s) << " " << number(100.0 * s.cpu_time_saved_vs_layernorm, "%+.1f%%") << ";";
     md << "\n\n";
+    if (!seeds[0].references.empty()) {  // the test translations, to rescore with any tool (sacrebleu)
+      write_lines(dir + "/" + info.name + "_references.txt", seeds[0].references);
+      md << "Test references: `" << info.name << "_references.txt`; each norm's translations: `" << info.name
+         << "_seedS_NORM.txt` (one segment a line).\n\n";
+      for (const TaskResult& r : seeds)
+        for (const VariantResult& v : r.variants)
+          write_lines(dir + "/" + info.name + "_seed" + std::to_string(r.seed) + "_" + norm_name(v.norm) + ".txt",
+                      v.outputs);
+    }
     const std::vector<std::vector<CurvePoint>> curves = make_curves(seeds);
     write_curves(dir + "/" + info.name + "_curves.dat", seeds, curves);
     if (gnuplot) {
@@ -283,19 +333,25 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
         plotted = false;
       }
     }
+    const std::string& secondary_name = info.secondary_metric;
     for (const NormSummary& s : rows) {
       json << (first_json ? "" : ",\n") << "  {\"task\": " << json_string(info.name)
            << ", \"norm\": " << json_string(norm_name(s.norm)) << ", \"metric\": " << json_string(info.metric)
            << ", \"value\": " << json_number(s.metric_mean)
            << ", \"lower_is_better\": " << (info.lower_is_better ? "true" : "false")
            << ", \"seconds_per_1k_steps\": " << json_number(s.seconds_per_1k_mean)
-           << ", \"value_std\": " << json_number(s.metric_std) << ", \"values\": [";
-      for (size_t i = 0; i < s.metrics.size(); ++i) json << (i ? ", " : "") << json_number(s.metrics[i]);
-      json << "], \"seconds_per_1k_steps_std\": " << json_number(s.seconds_per_1k_std)
+           << ", \"value_std\": " << json_number(s.metric_std) << ", \"values\": " << json_list(s.metrics)
+           << ", \"seconds_per_1k_steps_std\": " << json_number(s.seconds_per_1k_std)
            << ", \"norm_seconds_per_1k_steps\": " << json_number(s.norm_seconds_per_1k_mean)
            << ", \"norm_share\": " << json_number(s.norm_share_mean)
            << ", \"time_saved_vs_layernorm\": " << json_number(s.time_saved_vs_layernorm)
            << ", \"cpu_time_saved_vs_layernorm\": " << json_number(s.cpu_time_saved_vs_layernorm)
+           << ", \"secondary_metric\": " << (secondary_name.empty() ? "null" : json_string(secondary_name))
+           << ", \"secondary_value\": " << json_number(s.secondary_mean)
+           << ", \"secondary_value_std\": " << json_number(std::isfinite(s.secondary_mean) ? s.secondary_std : kNaN)
+           << ", \"secondary_values\": " << json_list(s.secondary_values)
+           << ", \"p_values_vs_layernorm\": " << json_list(s.p_values)
+           << ", \"significant_seeds_vs_layernorm\": " << s.significant_seeds
            << ", \"partial\": " << json_number(s.partial) << ", \"steps\": " << info.steps
            << ", \"seeds\": " << s.seeds << ", \"diverged\": " << s.diverged << ", \"threads\": " << run.threads
            << "}";

@@ -33,6 +33,10 @@ struct NormSummary {
   double time_saved_vs_layernorm = 0;      // 1 - paired_time_ratio(this, LayerNorm), mean over seeds
   double cpu_time_saved_vs_layernorm = 0;  // the same with process CPU time
   double metric_vs_layernorm = 0;          // metric / LayerNorm's metric - 1
+  double secondary_mean = 0, secondary_std = 0;  // the task's second metric (chrF), NaN when none
+  std::vector<double> secondary_values;          // per seed
+  std::vector<double> p_values;                  // per seed: the task's significance test against LayerNorm
+  int significant_seeds = 0;                     // seeds with p < 0.05
 };
 std::vector<NormSummary> summarize(const std::vector<TaskResult>& seeds_of_one_task);
 

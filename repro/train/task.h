@@ -4,6 +4,7 @@
 #define RMSNORM_REPRO_TRAIN_TASK_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,16 @@ class Variant {
   // The task's metric on held-out data.
   virtual double evaluate() = 0;
   virtual std::vector<Param*> params() = 0;
+  // The task's second metric from the last evaluate() (chrF beside BLEU), NaN when it has none.
+  virtual double secondary_metric() const { return std::numeric_limits<double>::quiet_NaN(); }
+  // The outputs of the last evaluate(), one a line (the test translations), or none.
+  virtual std::vector<std::string> outputs() const { return {}; }
+  // p-value of a significance test of the difference between this variant's last evaluation and
+  // baseline's (same task and seed), NaN when the task has no such test.
+  virtual double p_value_against(const Variant& baseline) const {
+    (void)baseline;
+    return std::numeric_limits<double>::quiet_NaN();
+  }
 
   NormClock clock;  // time inside normalization, filled by the model's NormLayers
 };
@@ -34,6 +45,7 @@ struct TaskInfo {
   std::string model;        // sizes and placement of the norm
   std::string data;         // data set and split
   std::string metric;       // "valid bpc", "test error %"
+  std::string secondary_metric;  // "chrF", or "" when the task has one metric
   bool lower_is_better = true;
   std::string loss_unit;    // of the training curve: "bits/char", "nats"
   float partial = 0.0625f;  // pRMSNorm's p for this task
@@ -53,6 +65,11 @@ class Task {
   // Runs `steps` steps instead, with the warmup scaled in proportion and the decay ending at `steps`.
   void override_steps(int64_t steps);
   void override_learning_rate(float lr) { info_.adam.lr = lr; }
+  // What the variants' outputs() are scored against, one a line (the test references), or none.
+  virtual std::vector<std::string> references() const { return {}; }
+
+ protected:
+  TaskInfo& mutable_info() { return info_; }  // for descriptions that need the loaded data
 
  private:
   TaskInfo info_;

@@ -13,13 +13,14 @@ void Task::override_steps(int64_t steps) {
   info_.adam.total_steps = steps;
 }
 
-std::vector<std::string> task_names() { return {"gru-kjv", "transformer-kjv", "mlp-fashion"}; }
+std::vector<std::string> task_names() { return {"gru-kjv", "transformer-kjv", "mlp-fashion", "rnnsearch-en-de"}; }
 
 std::unique_ptr<Task> make_task(const std::string& name, Scale scale, Datasets& data) {
   if (name == "gru-kjv") return make_gru_task(scale, data.kjv());
   if (name == "transformer-kjv") return make_transformer_task(scale, data.kjv());
   if (name == "mlp-fashion") return make_mlp_task(scale, data.fashion_mnist());
-  throw std::invalid_argument("unknown task '" + name + "': use gru-kjv, transformer-kjv or mlp-fashion");
+  if (name == "rnnsearch-en-de") return make_translation_task(scale, data.freedict());
+  throw std::invalid_argument("unknown task '" + name + "': use gru-kjv, transformer-kjv, mlp-fashion or rnnsearch-en-de");
 }
 
 }  // namespace repro
