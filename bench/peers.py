@@ -37,8 +37,8 @@ header reports what allocating and filling one fresh output costs under the mode
 The sweep (--sweep, run with oneDNN by `make sweep`). The forward only, over row lengths of 64 to 16384
 columns (--sweep-cols), f32 and bf16, every call the same size: rows = --sweep-elements / cols, 2^22
 elements by default (16 MiB per f32 tensor, 8 MiB in bf16), so that every point moves the same bytes
-and only the row length changes, and those bytes go beyond the L2 and most of a shared L3 (the 2^22 f32
-row of 16384 columns still has 256 rows to split between threads). Timed round-robin as above:
+and only the row length changes, and those bytes go past every L2 and a core's share of most L3s (at
+16384 columns there are still 256 rows to split between threads). Timed round-robin as above:
 
     rmsnorm.rms_norm(out=)   ours, from NumPy into a preallocated output: the kernel without allocation
     F.rms_norm               torch eager (its output is allocated per call, as torch always does)
@@ -95,7 +95,10 @@ def parse_args(argv=None):
         args.samples, args.min_sample_ms = 5, 5.0
     if args.threads < 1:
         p.error("--threads must be >= 1")
-    args.sweep_cols = [int(c) for c in args.sweep_cols.split(",") if c]
+    try:
+        args.sweep_cols = [int(c) for c in args.sweep_cols.split(",") if c]
+    except ValueError:
+        p.error(f"--sweep-cols: want comma-separated integers, got {args.sweep_cols}")
     if min(args.sweep_cols, default=0) < 1 or args.sweep_elements < 1:
         p.error("--sweep-cols and --sweep-elements: want positive integers")
     args.shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
