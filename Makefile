@@ -21,7 +21,8 @@ SUDO := $(shell [ "$$(id -u)" -eq 0 ] || echo sudo)
 APT_PACKAGES := g++ make cmake pkg-config libhwy-dev libgtest-dev libbenchmark-dev libopenblas-dev zlib1g-dev \
                 gnuplot-nox bible-kjv dataset-fashion-mnist dict-freedict-eng-deu python3-venv python3-dev
 
-.PHONY: help deps build python test test-cpp test-asan test-python repro-build demo repro bench peers peers-onednn clean
+.PHONY: help deps build python test test-cpp test-asan test-python repro-build demo repro bench peers peers-onednn \
+        peers-onednn-build sweep clean
 
 help:
 	@echo "make demo    run the paper reproduction (short) and print the table"
@@ -30,6 +31,7 @@ help:
 	@echo "make repro   the longer reproduction: several seeds, mean and spread"
 	@echo "make peers   ours against PyTorch and ONNX Runtime (bench/peers.py)"
 	@echo "make peers-onednn  ours against oneDNN's RMSNorm, timings and a correctness check (bench/peers_onednn.cc)"
+	@echo "make sweep   GB/s against row length for ours, torch, ONNX Runtime and oneDNN: out/sweep.png"
 
 # Whether Debian package $$p is installed. dpkg-query -W, not dpkg -s: once an arm64 instance of a
 # package is installed beside the native one (make test-arm64), dpkg -s calls the bare name ambiguous.
@@ -122,14 +124,35 @@ $(ONEDNN_VENV)/.installed:
 
 # The library through CMake, as ever; the program with one compiler line, so that CMake never has to look
 # for oneDNN. libdnnl's own dependencies (libsycl, TBB, ...) sit in the venv's lib/, hence -rpath-link.
-peers-onednn: deps $(ONEDNN_VENV)/.installed
+peers-onednn-build: deps $(ONEDNN_VENV)/.installed
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null
 	cmake --build $(BUILD) -j $(JOBS) --target rmsnorm
 	$(CXX) -std=c++17 -O2 -Wall -Wextra -o $(BUILD)/peers_onednn bench/peers_onednn.cc \
 	  -Iinclude -I$(ONEDNN_PREFIX)/include -L$(BUILD) -lrmsnorm -L$(ONEDNN_PREFIX)/lib -ldnnl \
 	  -Wl,-rpath,$(abspath $(BUILD)) -Wl,-rpath-link,$(ONEDNN_PREFIX)/lib
-	OCL_ICD_FILENAMES=$(ONEDNN_PREFIX)/lib/libintelocl.so LD_LIBRARY_PATH=$(ONEDNN_PREFIX)/lib \
-	  $(BUILD)/peers_onednn $(PEERS_ONEDNN_ARGS)
+
+RUN_ONEDNN = OCL_ICD_FILENAMES=$(ONEDNN_PREFIX)/lib/libintelocl.so LD_LIBRARY_PATH=$(ONEDNN_PREFIX)/lib \
+             $(BUILD)/peers_onednn
+
+peers-onednn: peers-onednn-build
+	$(RUN_ONEDNN) $(PEERS_ONEDNN_ARGS)
+
+# GB/s against row length (docs/benchmarks.md, "The row-length chart"): oneDNN's points from its program
+# first, then peers.py times the others and draws all of them. Both take the same columns and elements
+# per call. SWEEP_PNG=docs/sweep.png regenerates the committed chart (on a quiet machine only).
+# SWEEP_ARGS passes peers.py options (--quick, --threads, --samples), SWEEP_ONEDNN_ARGS peers_onednn's.
+SWEEP_COLS ?= 64,128,256,512,1024,2048,4096,8192,16384
+SWEEP_ELEMENTS ?= 4194304
+SWEEP_PNG ?= out/sweep.png
+SWEEP_ARGS ?=
+SWEEP_ONEDNN_ARGS ?=
+
+sweep: python peers-onednn-build
+	mkdir -p out
+	$(RUN_ONEDNN) --sweep --sweep-cols $(SWEEP_COLS) --sweep-elements $(SWEEP_ELEMENTS) --json out/sweep-onednn.json \
+	  $(SWEEP_ONEDNN_ARGS)
+	$(VENV)/bin/python bench/peers.py --sweep --sweep-cols $(SWEEP_COLS) --sweep-elements $(SWEEP_ELEMENTS) \
+	  --onednn-json out/sweep-onednn.json --json out/sweep.json --png $(SWEEP_PNG) $(SWEEP_ARGS)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(VENV) $(ONEDNN_VENV) report-demo report-repro

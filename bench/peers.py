@@ -5,6 +5,7 @@
     python bench/peers.py --quick              # fewer samples, no torch.compile: a smoke run
     python bench/peers.py --shapes 4096x4096 --dtypes f32 --threads 1
     python bench/peers.py --alloc default       # torch's outputs on fresh pages, as out of the box
+    python bench/peers.py --sweep --onednn-json out/sweep-onednn.json   # GB/s against row length: out/sweep.png
 
 For each shape (a decode row, 4096 x 4096, 8192 x 4096) and dtype (f32, bf16) it times, forward and
 forward+backward:
@@ -32,6 +33,22 @@ keep freed memory for reuse (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_ large), 
 tcmalloc that CPU tuning guides for PyTorch recommend would. --alloc default measures the allocator as
 it comes; --alloc thp sets THP_MEM_ALLOC_ENABLE=1 (torch backs large tensors with huge pages). The
 header reports what allocating and filling one fresh output costs under the mode in use.
+
+The sweep (--sweep, run with oneDNN by `make sweep`). The forward only, over row lengths of 64 to 16384
+columns (--sweep-cols), f32 and bf16, every call the same size: rows = --sweep-elements / cols, 2^22
+elements by default (16 MiB per f32 tensor, 8 MiB in bf16), so that every point moves the same bytes
+and only the row length changes, and those bytes go past every L2 and a core's share of most L3s (at
+16384 columns there are still 256 rows to split between threads). Timed round-robin as above:
+
+    rmsnorm.rms_norm(out=)   ours, from NumPy into a preallocated output: the kernel without allocation
+    F.rms_norm               torch eager (its output is allocated per call, as torch always does)
+    ORT                      ONNX Runtime's SimplifiedLayerNormalization (f32 only: no bf16 CPU kernel)
+    copy x->y                the same bytes copied into a preallocated y (torch's copy_), drawn dashed
+
+oneDNN runs in a C++ program of its own (bench/peers_onednn.cc, against its own venv); its --sweep
+writes JSON which --onednn-json merges in as one more line, with the ratio to ours taken in its run.
+The table, the JSON (--json, default out/sweep.json) and a chart of GB/s against columns, one panel per
+dtype (--png, default out/sweep.png).
 """
 import argparse
 import json
@@ -49,7 +66,8 @@ def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--shapes", default="1x4096,4096x4096,8192x4096", help="comma-separated ROWSxCOLS")
     p.add_argument("--dtypes", default="f32,bf16", help="comma-separated: f32, bf16, f16")
-    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="threads for every peer")
+    p.add_argument("--threads", type=int, default=available_cpus(), help="threads for every peer (default: all "
+                   "the CPUs this process may use, as oneDNN's TBB takes)")
     p.add_argument("--samples", type=int, default=15, help="timed samples per peer (median reported)")
     p.add_argument("--min-sample-ms", type=float, default=20.0, help="calls are repeated to fill a sample")
     p.add_argument("--eps", type=float, default=1e-6)
@@ -59,13 +77,30 @@ def parse_args(argv=None):
     p.add_argument("--alloc", choices=("cached", "default", "thp"), default="cached",
                    help="how outputs are allocated (see above); default: cached")
     p.add_argument("--quick", action="store_true", help="5 samples, 5 ms, no torch.compile")
-    p.add_argument("--png", default="out/peers.png", help="bar chart to write ('' for none)")
-    p.add_argument("--json", default="out/peers.json", help="raw results to write ('' for none)")
+    p.add_argument("--png", help="chart to write ('' for none; default out/peers.png, out/sweep.png with --sweep)")
+    p.add_argument("--json", help="raw results to write ('' for none; default out/peers.json, out/sweep.json)")
+    p.add_argument("--sweep", action="store_true", help="forward GB/s against row length (see above)")
+    p.add_argument("--sweep-cols", default=",".join(str(64 << i) for i in range(9)),
+                   help="comma-separated row lengths for --sweep (default 64,128,...,16384)")
+    p.add_argument("--sweep-elements", type=int, default=1 << 22,
+                   help="elements per call in --sweep, rows = elements / cols (default 2^22)")
+    p.add_argument("--onednn-json", default="", help="bench/peers_onednn --sweep --json output: oneDNN's line")
     args = p.parse_args(argv)
+    mode = "sweep" if args.sweep else "peers"
+    args.png = f"out/{mode}.png" if args.png is None else args.png
+    args.json = f"out/{mode}.json" if args.json is None else args.json
+    if args.quick or args.sweep:  # the sweep has no torch.compile line
+        args.no_compile = True
     if args.quick:
-        args.samples, args.min_sample_ms, args.no_compile = 5, 5.0, True
+        args.samples, args.min_sample_ms = 5, 5.0
     if args.threads < 1:
         p.error("--threads must be >= 1")
+    try:
+        args.sweep_cols = [int(c) for c in args.sweep_cols.split(",") if c]
+    except ValueError:
+        p.error(f"--sweep-cols: want comma-separated integers, got {args.sweep_cols}")
+    if min(args.sweep_cols, default=0) < 1 or args.sweep_elements < 1:
+        p.error("--sweep-cols and --sweep-elements: want positive integers")
     args.shapes = [tuple(int(v) for v in s.lower().split("x")) for s in args.shapes.split(",") if s]
     for s in args.shapes:
         if len(s) != 2 or min(s) < 1:
@@ -109,6 +144,13 @@ def main(argv=None):
 
     print_header(args, torch, rmsnorm, ort, ort_why)
 
+    if args.sweep:
+        results = run_sweep(args, dtypes, torch, F, np, rmsnorm, rt, ort, ort_why)
+        write_outputs(args, {"sweep": dict(elements=args.sweep_elements, threads=args.threads,
+                                           onednn_json=args.onednn_json or None), "results": results},
+                      lambda: plot_sweep(results, args.png, args))
+        return 0
+
     results = []
     for rows, cols in args.shapes:
         for dname in args.dtypes:
@@ -123,18 +165,29 @@ def main(argv=None):
             case.release()
 
     summary = evaluate_targets(results)
+    write_outputs(args, {"results": results, "targets": summary}, lambda: plot(results, args.png))
+    return 0
+
+
+def write_outputs(args, document, draw):
     if args.json:
         os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)
         with open(args.json, "w") as f:
-            json.dump({"results": results, "targets": summary}, f, indent=1)
+            json.dump(document, f, indent=1)
         print(f"wrote {args.json}")
     if args.png:
         try:
-            plot(results, args.png)
+            draw()
             print(f"wrote {args.png}")
         except ImportError:
             print("matplotlib is not installed: no chart (pip install matplotlib)")
-    return 0
+
+
+def available_cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
 
 
 # glibc reads its tunables once, at start-up: the cached mode re-executes this script with them set.
@@ -467,6 +520,131 @@ def plot(results, path):
         ax.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
         ax.grid(axis="y", which="both", alpha=0.3)
     fig.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    fig.savefig(path, dpi=120)
+
+
+# ---- The sweep: forward GB/s against row length ------------------------------------------------
+
+ONEDNN_PEER = "oneDNN (bench/peers_onednn)"
+# The sweep's lines: Case.peers' name -> (table heading, legend). The table's other peers (torch.compile,
+# the LayerNorms, our torch route) stay out of the chart.
+SWEEP_LINES = {
+    "rmsnorm.rms_norm(out=) NumPy": ("ours", "ours: rmsnorm.rms_norm(out=), no allocation"),
+    "F.rms_norm (eager)": ("torch", "torch: F.rms_norm eager"),
+    "ORT SimplifiedLayerNorm": ("ORT", "ONNX Runtime: SimplifiedLayerNormalization"),
+    ONEDNN_PEER: ("oneDNN", "oneDNN: rms_norm layer normalization (own run)"),
+    "copy x->y (memory bound)": ("copy", "copy of the same bytes (torch copy_)"),
+}
+
+
+def run_sweep(args, dtypes, torch, F, np, rmsnorm, rt, ort, ort_why):
+    onednn = load_onednn_sweep(args.onednn_json, args.threads)
+    results = []
+    for dname in args.dtypes:
+        for cols in args.sweep_cols:
+            rows = max(1, args.sweep_elements // cols)
+            case = Case(rows, cols, dname, dtypes[dname], args, torch, F, np, rmsnorm, rt, ort, ort_why)
+            peers = [p for p in case.peers("fwd") if p.name in SWEEP_LINES]
+            timings = time_round_robin(peers, args.samples, args.min_sample_ms / 1e3)
+            results += [case.record("fwd", peer, ts) for peer, ts in zip(peers, timings)]
+            results.append(onednn_record(onednn, case))
+            case.release()
+        print_sweep(results, dname, args)
+    return results
+
+
+def load_onednn_sweep(path, threads):
+    """peers_onednn --sweep's points by (dtype, rows, cols), or the reason there are none."""
+    if not path:
+        return "no --onednn-json (make sweep runs bench/peers_onednn --sweep for it)"
+    with open(path) as f:
+        doc = json.load(f)
+    if doc.get("mode") != "sweep":
+        sys.exit(f"--onednn-json {path}: not the output of peers_onednn --sweep")
+    if doc["ours_threads"] != threads:
+        print(f"  note: {path} ran on {doc['ours_threads']} threads, this run on {threads}")
+    print(f"  oneDNN   {doc['onednn_version']} from {path} ({doc['elements']} elements per call, "
+          f"{doc['reps']} repetitions; threads: {doc['onednn_threads']})")
+    return {(p["dtype"], p["rows"], p["cols"]): p for p in doc["points"]}
+
+
+def onednn_record(onednn, case):
+    """oneDNN's point as a record like the timed peers'; ours_in_run_s is our time in the same process."""
+    r = dict(direction="fwd", rows=case.rows, cols=case.cols, dtype=case.dname, peer=ONEDNN_PEER, kind="peer",
+             why="", check=None, bytes=case.bytes_moved("fwd"))
+    if isinstance(onednn, str):
+        r["why"] = onednn
+        return r
+    point = onednn.get((case.dname, case.rows, case.cols))
+    if point is None:
+        r["why"] = "not in --onednn-json (other elements or columns?)"
+    elif "skipped" in point:
+        r["why"] = point["skipped"]
+    else:
+        r.update(check=point["y_diff"], median_s=point["onednn_median_s"], ours_in_run_s=point["ours_median_s"])
+    return r
+
+
+def print_sweep(results, dname, args):
+    rs = [r for r in results if r["dtype"] == dname]
+    peers = [p for p in SWEEP_LINES if any(r["peer"] == p for r in rs)]
+    print(f"\nfwd {dname}, {args.sweep_elements} elements per call: GB/s (compulsory bytes / median time)")
+    print(f"  {'cols':>6s} {'rows':>7s} " + " ".join(f"{SWEEP_LINES[p][0]:>7s}" for p in peers) +
+          "  oneDNN/ours in oneDNN's run")
+    missing = {}
+    for cols in dict.fromkeys(r["cols"] for r in rs):
+        row = {r["peer"]: r for r in rs if r["cols"] == cols}
+        cells = []
+        for p in peers:
+            r = row[p]
+            if "median_s" in r:
+                cells.append(f"{r['bytes'] / r['median_s'] / GB:7.2f}")
+            else:
+                cells.append(f"{'n/a':>7s}")
+                missing.setdefault(p, r["why"])
+        o = row[ONEDNN_PEER]
+        ratio = f"{o['median_s'] / o['ours_in_run_s']:.2f}x" if "median_s" in o else "-"
+        print(f"  {cols:6d} {row[peers[0]]['rows']:7d} " + " ".join(cells) + f"  {ratio:>8s}")
+    for p, why in missing.items():
+        print(f"  n/a {SWEEP_LINES[p][0]}: {why}")
+    sys.stdout.flush()
+
+
+def plot_sweep(results, path, args):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    dnames = list(dict.fromkeys(r["dtype"] for r in results))
+    fig, axes = plt.subplots(1, len(dnames), figsize=(6.5 * len(dnames), 4.8), squeeze=False, sharey=True)
+    colors = plt.get_cmap("tab10")
+    for ax, dname in zip(axes[0], dnames):
+        for i, (peer, (_, label)) in enumerate(SWEEP_LINES.items()):
+            points = [r for r in results if r["dtype"] == dname and r["peer"] == peer and "median_s" in r]
+            if not points:
+                continue
+            kind = points[0]["kind"]
+            ax.plot([r["cols"] for r in points], [r["bytes"] / r["median_s"] / GB for r in points], label=label,
+                    color="black" if kind == "bound" else colors(i), linestyle="--" if kind == "bound" else "-",
+                    linewidth=2.4 if kind == "ours" else 1.4, marker=None if kind == "bound" else "o", markersize=4)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(args.sweep_cols)
+        ax.set_xticklabels([str(c) for c in args.sweep_cols], fontsize=8)
+        ax.set_xlabel("columns (row length)")
+        ax.set_title(f"RMSNorm forward, {dname}")
+        ax.grid(which="both", alpha=0.3)
+    axes[0][0].set_ylabel("GB/s (x read + y written) / time")
+    axes[0][0].set_ylim(bottom=0)
+    # One legend for both panels, since a line may be missing from one of them (ORT has no bf16).
+    lines = {}
+    for ax in axes[0]:
+        lines.update(zip(*reversed(ax.get_legend_handles_labels())))
+    fig.legend(lines.values(), lines.keys(), fontsize=8, ncol=3, loc="lower center")
+    fig.suptitle(f"{args.sweep_elements} elements per call (rows = elements / columns), {args.threads} threads; "
+                 f"higher is better", fontsize=9)
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fig.savefig(path, dpi=120)
 

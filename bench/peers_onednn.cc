@@ -4,6 +4,9 @@
 // within every repetition, and checks all four results against a double-precision reference computed
 // here. It also tests the claim that oneDNN's RMS backward keeps LayerNorm's mean(dy*g) term, by
 // comparing its dx with that formula too. Built and run by `make peers-onednn` (docs/benchmarks.md).
+// With --sweep it times only the inference forward of both over a range of row lengths at a fixed size
+// per call, on every CPU the process may use, and writes JSON that bench/peers.py --sweep merges into
+// its chart (`make sweep`).
 #include <oneapi/dnnl/dnnl.hpp>
 #include <rmsnorm/rmsnorm.hpp>  // the C ABI and its bf16 storage type
 
@@ -15,8 +18,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <sched.h>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -35,6 +40,11 @@ struct Options {
   int reps = 7;
   // A timed batch repeats the call until it lasts this long, so that small shapes are not one clock tick.
   double batch_seconds = 2e-3;
+  // --sweep: forward only, these row lengths at sweep_elements per call (rows = elements / cols).
+  bool sweep = false;
+  int64_t sweep_elements = int64_t{1} << 22;
+  std::vector<int64_t> sweep_cols{64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+  std::string json_path;
 };
 
 // A (rows, cols) tensor in f32 or bf16, read back as float.
@@ -148,9 +158,30 @@ struct RowError {
   }
 };
 
+// Our call's configuration, as both modes make it.
+rmsnorm_config OursConfig(const Shape& shape, bool bf16) {
+  rmsnorm_config cfg = rmsnorm_config_init(shape.rows, shape.cols);
+  cfg.dtype = bf16 ? RMSNORM_BF16 : RMSNORM_F32;
+  cfg.eps = kEps;
+  return cfg;
+}
+
+// oneDNN's view of the same tensors: (rows, cols) data in the dtype, f32 statistics and an f32 gain.
+struct DnnlDescs {
+  dnnl::memory::desc data, stat, scale;
+  DnnlDescs(const Shape& shape, bool bf16)
+      : data({shape.rows, shape.cols}, bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32,
+             dnnl::memory::format_tag::ab),
+        stat({shape.rows}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a),
+        scale({shape.cols}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a) {}
+};
+
+dnnl::normalization_flags RmsFlags() {
+  return dnnl::normalization_flags::rms_norm | dnnl::normalization_flags::use_scale;
+}
+
 void Run(const Shape& shape, bool bf16, const Options& opt, dnnl::engine& eng, dnnl::stream& strm,
          Errors& err, Timings& tim) {
-  using dt = dnnl::memory::data_type;
   const int64_t R = shape.rows, C = shape.cols;
   const size_t n = static_cast<size_t>(R * C);
 
@@ -164,9 +195,7 @@ void Run(const Shape& shape, bool bf16, const Options& opt, dnnl::engine& eng, d
   for (size_t i = 0; i < n; ++i) dy.set(i, static_cast<float>(0.1 + rng.Uniform()));
 
   // Ours.
-  rmsnorm_config cfg = rmsnorm_config_init(R, C);
-  cfg.dtype = bf16 ? RMSNORM_BF16 : RMSNORM_F32;
-  cfg.eps = kEps;
+  rmsnorm_config cfg = OursConfig(shape, bf16);
   auto ours_inf = [&] { Check(rmsnorm_forward(&cfg, x.data(), g.data(), nullptr, y_ours.data(), nullptr), "forward"); };
   auto ours_train = [&] { Check(rmsnorm_forward(&cfg, x.data(), g.data(), nullptr, y_ours.data(), rstd.data()), "forward"); };
   auto ours_bwd = [&] {
@@ -175,11 +204,9 @@ void Run(const Shape& shape, bool bf16, const Options& opt, dnnl::engine& eng, d
   };
 
   // oneDNN, on the same x, dy and g (its own outputs, so both results can be checked).
-  const dt data_type = bf16 ? dt::bf16 : dt::f32;
-  dnnl::memory::desc data_md({R, C}, data_type, dnnl::memory::format_tag::ab);
-  dnnl::memory::desc stat_md({R}, dt::f32, dnnl::memory::format_tag::a);
-  dnnl::memory::desc scale_md({C}, dt::f32, dnnl::memory::format_tag::a);
-  const auto flags = dnnl::normalization_flags::rms_norm | dnnl::normalization_flags::use_scale;
+  const DnnlDescs md(shape, bf16);
+  const auto &data_md = md.data, &stat_md = md.stat, &scale_md = md.scale;
+  const auto flags = RmsFlags();
   using lnf = dnnl::layer_normalization_forward;
   using lnb = dnnl::layer_normalization_backward;
   lnf::primitive_desc inf_pd(eng, dnnl::prop_kind::forward_inference, data_md, data_md, stat_md, kEps, flags);
@@ -265,29 +292,167 @@ void Run(const Shape& shape, bool bf16, const Options& opt, dnnl::engine& eng, d
   }
 }
 
-bool ParseShapes(const char* s, std::vector<Shape>& out) {
-  out.clear();
+// ---- Sweep: forward GB/s against row length ---------------------------------------------------------
+
+struct SweepPoint {
+  Shape shape{};
+  bool bf16 = false;
+  double ours_s = 0, dnnl_s = 0;  // median seconds per call
+  double y_diff = 0;              // max |ours - oneDNN| over y, relative to max |y|
+  std::string impl, skipped;      // oneDNN's implementation, or why the point has no timing
+};
+
+// The inference forward of both libraries on one shape: the same x and gain, each its own y.
+void RunSweepPoint(SweepPoint& p, const Options& opt, dnnl::engine& eng, dnnl::stream& strm) {
+  const size_t n = static_cast<size_t>(p.shape.rows * p.shape.cols);
+  Tensor x(p.bf16, n), y_ours(p.bf16, n), y_dnnl(p.bf16, n);
+  std::vector<float> g(p.shape.cols);
+  Rng rng{0x5eed0000u + static_cast<uint64_t>(p.shape.rows * 7919 + p.shape.cols)};
+  for (float& v : g) v = static_cast<float>(1.0 + 0.5 * rng.Uniform());
+  for (size_t i = 0; i < n; ++i) x.set(i, static_cast<float>(0.3 + 2.0 * rng.Uniform()));
+
+  const rmsnorm_config cfg = OursConfig(p.shape, p.bf16);
+  auto ours = [&] { Check(rmsnorm_forward(&cfg, x.data(), g.data(), nullptr, y_ours.data(), nullptr), "forward"); };
+
+  const DnnlDescs md(p.shape, p.bf16);
+  dnnl::layer_normalization_forward::primitive_desc pd(eng, dnnl::prop_kind::forward_inference, md.data, md.data,
+                                                        md.stat, kEps, RmsFlags());
+  p.impl = pd.impl_info_str();
+  dnnl::layer_normalization_forward fwd(pd);
+  dnnl::memory m_x(md.data, eng, x.data()), m_y(md.data, eng, y_dnnl.data()), m_g(md.scale, eng, g.data());
+  auto dnnl_fwd = [&] {
+    fwd.execute(strm, {{DNNL_ARG_SRC, m_x}, {DNNL_ARG_DST, m_y}, {DNNL_ARG_SCALE, m_g}});
+    strm.wait();
+  };
+
+  // The full check against a double reference is the default mode's; here only how far apart the two
+  // y are (printed and in the JSON), so that a line of the chart cannot come from a kernel that was wrong.
+  ours();
+  dnnl_fwd();
+  RowError e;
+  for (size_t i = 0; i < n; ++i) e.Add(y_dnnl.at(i), y_ours.at(i));
+  p.y_diff = e.Take();
+
+  std::tie(p.ours_s, p.dnnl_s) = TimePair(ours, dnnl_fwd, opt);
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) >= 0x20) out += c;
+  }
+  return out + "\"";
+}
+
+// The CPUs this process may run on: what TBB gives oneDNN, so ours gets the same (taskset included).
+int AffinityCpus() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return static_cast<int>(std::thread::hardware_concurrency());
+  return CPU_COUNT(&set);
+}
+
+int RunSweep(const Options& opt, dnnl::engine& eng, dnnl::stream& strm, const dnnl_version_t* v) {
+  std::vector<SweepPoint> points;
+  std::printf("forward (inference), %lld elements per call, eps %g; GB/s = (x read + y written) / median time\n"
+              "of %d repetitions; oneDNN's times include stream.wait(); y diff: max |oneDNN - ours| / max |ours|\n\n",
+              static_cast<long long>(opt.sweep_elements), static_cast<double>(kEps), opt.reps);
+  std::printf("%-5s %6s %7s %10s %10s %10s %10s\n", "dtype", "cols", "rows", "ours GB/s", "oneDNN GB/s",
+              "oneDNN/ours", "y diff");
+  for (bool bf16 : {false, true}) {
+    for (int64_t cols : opt.sweep_cols) {
+      SweepPoint p;
+      p.shape = {std::max<int64_t>(1, opt.sweep_elements / cols), cols};
+      p.bf16 = bf16;
+      const double bytes = 2.0 * static_cast<double>(p.shape.rows * cols) * (bf16 ? 2 : 4);
+      try {
+        RunSweepPoint(p, opt, eng, strm);
+      } catch (const dnnl::error& ex) {
+        p.skipped = std::string("oneDNN: ") + ex.what();  // bf16 below AVX-512, as in the default mode
+        std::printf("%-5s %6lld skipped: %s\n", bf16 ? "bf16" : "f32", static_cast<long long>(cols), p.skipped.c_str());
+        points.push_back(p);
+        continue;
+      }
+      std::printf("%-5s %6lld %7lld %10.2f %10.2f %10.2f %10.2e\n", bf16 ? "bf16" : "f32", static_cast<long long>(cols),
+                  static_cast<long long>(p.shape.rows), bytes / p.ours_s / 1e9, bytes / p.dnnl_s / 1e9,
+                  p.dnnl_s / p.ours_s, p.y_diff);
+      std::fflush(stdout);
+      points.push_back(p);
+    }
+  }
+  if (opt.json_path.empty()) return 0;
+  FILE* f = std::fopen(opt.json_path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "cannot write %s\n", opt.json_path.c_str());
+    return 1;
+  }
+  std::fprintf(f, "{\"tool\": \"peers_onednn\", \"mode\": \"sweep\", \"onednn_version\": \"%d.%d.%d\",\n", v->major,
+               v->minor, v->patch);
+  std::fprintf(f, " \"direction\": \"fwd\", \"elements\": %lld, \"reps\": %d, \"ours_threads\": %d,\n",
+               static_cast<long long>(opt.sweep_elements), opt.reps, rmsnorm_get_num_threads());
+  std::fprintf(f, " \"onednn_threads\": \"TBB default: every CPU the process may use (%d)\",\n \"points\": [",
+               AffinityCpus());
+  for (size_t i = 0; i < points.size(); ++i) {
+    const SweepPoint& p = points[i];
+    std::fprintf(f, "%s\n  {\"dtype\": \"%s\", \"rows\": %lld, \"cols\": %lld", i ? "," : "", p.bf16 ? "bf16" : "f32",
+                 static_cast<long long>(p.shape.rows), static_cast<long long>(p.shape.cols));
+    if (p.skipped.empty())
+      std::fprintf(f, ", \"onednn_median_s\": %.6e, \"ours_median_s\": %.6e, \"y_diff\": %.3e, \"impl\": %s}",
+                   p.dnnl_s, p.ours_s, p.y_diff, JsonString(p.impl).c_str());
+    else
+      std::fprintf(f, ", \"skipped\": %s}", JsonString(p.skipped).c_str());
+  }
+  std::fprintf(f, "\n ]}\n");
+  std::fclose(f);
+  std::printf("wrote %s\n", opt.json_path.c_str());
+  return 0;
+}
+
+// Calls parse_item on each comma-separated item of s; false if s is empty or an item is refused.
+bool ParseList(const char* s, const std::function<bool(const char*)>& parse_item) {
   std::string str(s);
   size_t pos = 0;
   while (pos <= str.size()) {
     size_t end = str.find(',', pos);
     if (end == std::string::npos) end = str.size();
-    long long r = 0, c = 0;
-    char tail = 0;
-    if (std::sscanf(str.substr(pos, end - pos).c_str(), "%lldx%lld%c", &r, &c, &tail) != 2 || r < 1 || c < 1)
-      return false;
-    out.push_back({r, c});
+    if (!parse_item(str.substr(pos, end - pos).c_str())) return false;
     pos = end + 1;
   }
-  return !out.empty();
+  return !str.empty();
+}
+
+bool ParseShapes(const char* s, std::vector<Shape>& out) {
+  out.clear();
+  return ParseList(s, [&](const char* item) {
+    long long r = 0, c = 0;
+    char tail = 0;
+    if (std::sscanf(item, "%lldx%lld%c", &r, &c, &tail) != 2 || r < 1 || c < 1) return false;
+    out.push_back({r, c});
+    return true;
+  });
+}
+
+bool ParseCols(const char* s, std::vector<int64_t>& out) {
+  out.clear();
+  return ParseList(s, [&](const char* item) {
+    long long c = 0;
+    char tail = 0;
+    if (std::sscanf(item, "%lld%c", &c, &tail) != 1 || c < 1) return false;
+    out.push_back(c);
+    return true;
+  });
 }
 
 void Usage() {
   std::fprintf(stderr,
                "usage: peers_onednn [--shapes RxC[,RxC...]] [--reps N] [--quick]\n"
+               "       peers_onednn --sweep [--sweep-elements N] [--sweep-cols C[,C...]] [--json FILE] [--reps N] [--quick]\n"
                "  --shapes  default 8192x4096,512x4096,64x1024,1x4096,4096x128\n"
                "  --reps    timed repetitions per case, median reported (default 7)\n"
-               "  --quick   a smoke test: small shapes (one of odd width), 3 short repetitions\n");
+               "  --quick   a smoke test: small shapes (one of odd width), 3 short repetitions\n"
+               "  --sweep   forward only, ours and oneDNN on every CPU the process may use, over row lengths\n"
+               "            --sweep-cols (default 64,128,...,16384) at --sweep-elements per call (default 4194304:\n"
+               "            rows = elements / cols); --json FILE writes the points for bench/peers.py --onednn-json\n");
 }
 
 std::string Us(double s) {
@@ -313,6 +478,21 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bad --reps: %s\n", argv[i]);
         return 2;
       }
+    } else if (a == "--sweep") {
+      opt.sweep = true;
+    } else if (a == "--sweep-elements" && i + 1 < argc) {
+      opt.sweep_elements = std::atoll(argv[++i]);
+      if (opt.sweep_elements < 1) {
+        std::fprintf(stderr, "bad --sweep-elements: %s\n", argv[i]);
+        return 2;
+      }
+    } else if (a == "--sweep-cols" && i + 1 < argc) {
+      if (!ParseCols(argv[++i], opt.sweep_cols)) {
+        std::fprintf(stderr, "bad --sweep-cols: %s\n", argv[i]);
+        return 2;
+      }
+    } else if (a == "--json" && i + 1 < argc) {
+      opt.json_path = argv[++i];
     } else if (a == "--quick") {
       opt.shapes = {{64, 1024}, {1, 4096}, {37, 100}};
       opt.reps = 3;
@@ -326,7 +506,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  rmsnorm_set_num_threads(kThreads);
+  // The default mode is the issue's two-thread comparison; the sweep gives ours what TBB gives oneDNN.
+  const int threads = opt.sweep ? AffinityCpus() : kThreads;
+  rmsnorm_set_num_threads(threads);
   const dnnl_version_t* v = dnnl_version();
   std::printf("ours: rmsnorm %s, %s, %d threads\n", rmsnorm_version(), rmsnorm_cpu_target(),
               rmsnorm_get_num_threads());
@@ -336,10 +518,11 @@ int main(int argc, char** argv) {
   std::printf("oneDNN %d.%d.%d (%s), CPU runtime %s, threads: its default (%u CPUs here)%s\n", v->major, v->minor,
               v->patch, v->hash,
               v->cpu_runtime == DNNL_RUNTIME_SYCL ? "SYCL" : v->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other",
-              hw, hw == kThreads ? "" : " -- NOT 2: run under taskset -c 0,1");
-  std::printf("eps %g; times are the median of %d repetitions, microseconds per call; each backward takes its\n"
-              "own library's saved statistic; oneDNN's times include stream.wait()\n\n",
-              static_cast<double>(kEps), opt.reps);
+              hw, opt.sweep || hw == kThreads ? "" : " -- NOT 2: run under taskset -c 0,1");
+  if (!opt.sweep)
+    std::printf("eps %g; times are the median of %d repetitions, microseconds per call; each backward takes its\n"
+                "own library's saved statistic; oneDNN's times include stream.wait()\n\n",
+                static_cast<double>(kEps), opt.reps);
 
   dnnl::engine eng;
   try {
@@ -352,6 +535,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   dnnl::stream strm(eng);
+  if (opt.sweep) return RunSweep(opt, eng, strm, v);
 
   struct Row {
     Shape shape;
