@@ -112,6 +112,23 @@ RMSNORM_API int rmsnorm_get_num_threads(void);
  * next failed call. */
 RMSNORM_API const char* rmsnorm_last_error(void);
 
+/* Scratch memory. A backward over more than 8 rows keeps per-row-block partial sums of dweight and
+ * dbias (at most 2 x 2^22 floats, 32 MiB), and a call with weight_offset != 0, or a bf16 forward, a
+ * copy of the gain (up to 12 bytes a column), in buffers of the calling thread. A thread keeps them for
+ * its next call, which then pays no allocation, while all threads' kept buffers together stay within
+ * the scratch limit; a call whose buffers would go beyond it frees them when it returns. While a call
+ * runs, its own scratch is at most 2 bytes per element of x plus 12 bytes a column.
+ * The limit, in bytes, is process-wide: 64 MiB by default, or RMSNORM_SCRATCH_BYTES from the
+ * environment (read once, when the library loads); 0 keeps nothing between calls. Lowering it does not
+ * free other threads' buffers at once: each thread frees what is over the limit at the end of its next
+ * call. Returns RMSNORM_ERROR_INVALID_ARGUMENT for a negative limit. */
+RMSNORM_API rmsnorm_status rmsnorm_set_scratch_limit(int64_t bytes);
+RMSNORM_API int64_t rmsnorm_get_scratch_limit(void);
+
+/* Frees the scratch the calling thread keeps, at once (for a thread that is done with the library but
+ * lives on). Its next call allocates again. */
+RMSNORM_API void rmsnorm_release_thread_scratch(void);
+
 /* ---- Extensions --------------------------------------------------------------------------------- */
 
 /* L2-Norm: the RMSNorm family without the 1/n, so y = x / sqrt(sum(x^2) + eps) * g (+ b). Arguments and
