@@ -1,7 +1,8 @@
 # The two commands (see README.md):
 #   make demo   the main job: the paper's experiments on real data, with a paper-style table
-#   make test   every test: C++ suite, the same suite under ASan+UBSan, install check, Python suite,
-#               and the C++ suite cross-built for aarch64 under qemu (NEON, SVE, SVE2)
+#   make test   every test: C++ suite, the same suite under ASan+UBSan, the concurrency test under TSan,
+#               install check, Python suite, and the C++ suite cross-built for aarch64 under qemu
+#               (NEON, SVE, SVE2)
 # Each installs what it needs itself: Debian packages with apt-get, Python packages with pip into .venv.
 
 SHELL := /bin/bash
@@ -46,7 +47,7 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: test-cpp test-asan test-python test-arm64
+test: test-cpp test-asan test-tsan test-python test-arm64
 	@echo "== all tests passed"
 
 test-cpp: build
@@ -67,6 +68,37 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -E install_test
+
+# ThreadSanitizer over the concurrency test alone (tests/concurrency_test.cc). Built with clang: its
+# OpenMP runtime tells TSan about its own synchronization through the Archer tool, where libgomp's
+# barriers would read as races. One SIMD target at -O1 to keep the compile short: AVX2 where the CPU
+# has it (-march=haswell, so Highway compiles nothing below it), else the scalar baseline alone.
+TSAN_BUILD ?= build-tsan
+CLANG_APT_PACKAGES := clang-14 libclang-rt-14-dev libomp-14-dev
+TSAN_ARCH := $(shell grep -qw avx2 /proc/cpuinfo && echo "-march=haswell")
+TSAN_DISABLED_TARGETS := (HWY_SSSE3|HWY_SSE4|HWY_AVX3$(if $(TSAN_ARCH),,|HWY_AVX2))
+TSAN_FLAGS := -fsanitize=thread -O1 -g1 $(TSAN_ARCH)
+ARCHER := /usr/lib/llvm-14/lib/libarcher.so
+
+.PHONY: deps-clang test-tsan
+
+deps-clang:
+	@missing=""; for p in $(CLANG_APT_PACKAGES); do $(INSTALLED) || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "== apt-get install$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing > /dev/null; \
+	fi
+
+test-tsan: deps deps-clang
+	@echo "== concurrency test under ThreadSanitizer"
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(TSAN_FLAGS)" \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="$(TSAN_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
+	  -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread -DRMSNORM_BUILD_BENCH=OFF -DRMSNORM_BUILD_REPRO=OFF \
+	  -DRMSNORM_DISABLED_TARGETS='$(TSAN_DISABLED_TARGETS)' > /dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target concurrency_test
+	TSAN_OPTIONS="halt_on_error=1 ignore_noninstrumented_modules=1" OMP_TOOL_LIBRARIES=$(ARCHER) \
+	  $(TSAN_BUILD)/tests/concurrency_test
 
 # A venv with torch, NumPy, ONNX Runtime and the build backend; rebuilt when the requirements change.
 $(VENV)/.installed: python/requirements-test.txt
@@ -130,7 +162,7 @@ peers-onednn: deps $(ONEDNN_VENV)/.installed
 	  $(BUILD)/peers_onednn $(PEERS_ONEDNN_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(VENV) $(ONEDNN_VENV) report-demo report-repro
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(VENV) $(ONEDNN_VENV) report-demo report-repro
 
 # ---- aarch64: cross-compiled, run under qemu-user (cmake/aarch64-linux-gnu.cmake) ------------------
 # `make test-arm64` builds the library and the suite for aarch64 in build-arm64/, runs the suite through
