@@ -20,6 +20,23 @@
  *
  * Aliasing: an output may coincide exactly with an input (rows, cols) tensor, for in-place use; any
  * other overlap between an output and another buffer is refused.
+ *
+ * Extremes (the SIMD kernels and the reference backend agree on all of these, NaN for NaN):
+ *   - The gain weight_offset + weight[i] is summed in f32: beyond f32's range it is +-inf, and the
+ *     outputs follow IEEE arithmetic from there (a column where x - mean = 0 meets it gives NaN).
+ *   - Outputs beyond f32's range (or the dtype's) are +-inf; any finite x, weight and bias are accepted.
+ *   - An infinite x makes its row's statistic infinite: for the RMSNorm family rstd = 0, so the row is
+ *     y = b except NaN at the infinite elements; for LayerNorm the mean is infinite and the row NaN.
+ *     An infinite weight or bias makes its column infinite (NaN where it meets a zero). A NaN stays in
+ *     its row, and the parameter gradients it reaches.
+ *   - A statistic (mean square or variance, plus eps) is computed in double where f32 cannot hold it;
+ *     rstd is reported rounded to f32, +inf where it exceeds f32 (a statistic below about 2^-256, as
+ *     in rows of subnormals with eps = 0), while y and dx use the unrounded rstd.
+ *   - A row whose statistic plus eps is 0 (eps = 0 with a zero row, or a constant row for LayerNorm)
+ *     gives y = b (or 0), rstd = 0 and dx = 0.
+ *   - LayerNorm's backward recomputes a row's statistics from x in double, ignoring the saved ones,
+ *     where the saved rstd is not a positive normal f32, the saved mean is not finite, or
+ *     |mean| * rstd > 128 (a mean that dwarfs the spread: its f32 rounding would shift every x-hat).
  */
 #ifndef RMSNORM_RMSNORM_H_
 #define RMSNORM_RMSNORM_H_
