@@ -37,6 +37,10 @@
  *   - LayerNorm's backward recomputes a row's statistics from x in double, ignoring the saved ones,
  *     where the saved rstd is not a positive normal f32, the saved mean is not finite, or
  *     |mean| * rstd > 128 (a mean that dwarfs the spread: its f32 rounding would shift every x-hat).
+ *   Not yet (issue 18): the kernels round x * rstd, and x * rstd * g, to f32 before the gain or bias
+ *   applies, so where that product overflows but the gain (pRMSNorm past k: a tiny statistic, a huge
+ *   element) or a bias of the other sign would bring y back into range, they give +-inf where the
+ *   reference gives the finite value.
  */
 #ifndef RMSNORM_RMSNORM_H_
 #define RMSNORM_RMSNORM_H_
