@@ -37,10 +37,11 @@
  *   - LayerNorm's backward recomputes a row's statistics from x in double, ignoring the saved ones,
  *     where the saved rstd is not a positive normal f32, the saved mean is not finite, or
  *     |mean| * rstd > 128 (a mean that dwarfs the spread: its f32 rounding would shift every x-hat).
- *   Not yet (issue 18): the kernels round x * rstd, and x * rstd * g, to f32 before the gain or bias
- *   applies, so where that product overflows but the gain (pRMSNorm past k: a tiny statistic, a huge
- *   element) or a bias of the other sign would bring y back into range, they give +-inf where the
- *   reference gives the finite value.
+ *   Not yet (issue 18): the kernels round intermediates such as x * rstd, x * rstd * g and the
+ *   backward's products to f32, so where one leaves f32's range (or its normal range) and a later
+ *   factor or term would bring the result back (pRMSNorm past k: a tiny statistic and a huge element;
+ *   a huge gain and a bias of the other sign), they give +-inf, 0 or a less accurate subnormal where
+ *   the reference gives the value (examples in tests/fuzz/open).
  */
 #ifndef RMSNORM_RMSNORM_H_
 #define RMSNORM_RMSNORM_H_
