@@ -1,7 +1,8 @@
 # The two commands (see README.md):
 #   make demo   the main job: the paper's experiments on real data, with a paper-style table
-#   make test   every test: C++ suite, the same suite under ASan+UBSan, install check, Python suite,
-#               and the C++ suite cross-built for aarch64 under qemu (NEON, SVE, SVE2)
+#   make test   every test: C++ suite, the same suite under ASan+UBSan, the concurrency test under TSan,
+#               install check, Python suite, and the C++ suite cross-built for aarch64 under qemu
+#               (NEON, SVE, SVE2)
 # Each installs what it needs itself: Debian packages with apt-get, Python packages with pip into .venv.
 
 SHELL := /bin/bash
@@ -32,6 +33,7 @@ help:
 	@echo "make peers   ours against PyTorch and ONNX Runtime (bench/peers.py)"
 	@echo "make peers-onednn  ours against oneDNN's RMSNorm, timings and a correctness check (bench/peers_onednn.cc)"
 	@echo "make sweep   GB/s against row length for ours, torch, ONNX Runtime and oneDNN: out/sweep.png"
+	@echo "make fuzz    the C ABI fuzzer under ASan+UBSan for FUZZ_SECONDS (default 60)"
 
 # Whether Debian package $$p is installed. dpkg-query -W, not dpkg -s: once an arm64 instance of a
 # package is installed beside the native one (make test-arm64), dpkg -s calls the bare name ambiguous.
@@ -49,7 +51,7 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: test-cpp test-asan test-python test-arm64
+test: test-cpp test-asan test-tsan test-python test-arm64
 	@echo "== all tests passed"
 
 test-cpp: build
@@ -70,6 +72,60 @@ test-asan: deps
 	cmake --build $(ASAN_BUILD) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS) -E install_test
+
+# The clang builds below (test-tsan, fuzz) compile one SIMD target at -O1 to keep the compile short:
+# AVX2 where the CPU has it (-march=haswell, so Highway compiles nothing below it), else the scalar
+# baseline alone.
+CLANG_APT_PACKAGES := clang-14 libclang-rt-14-dev libomp-14-dev
+CLANG_CMAKE := cmake -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DRMSNORM_BUILD_BENCH=OFF -DRMSNORM_BUILD_REPRO=OFF
+ONE_TARGET_ARCH := $(shell grep -qw avx2 /proc/cpuinfo && echo "-march=haswell")
+ONE_TARGET_DISABLED := (HWY_SSSE3|HWY_SSE4|HWY_AVX3$(if $(ONE_TARGET_ARCH),,|HWY_AVX2))
+
+# ThreadSanitizer over the concurrency test alone (tests/concurrency_test.cc). Built with clang: its
+# OpenMP runtime tells TSan about its own synchronization through the Archer tool, where libgomp's
+# barriers would read as races.
+TSAN_BUILD ?= build-tsan
+TSAN_FLAGS := -fsanitize=thread -O1 -g1 $(ONE_TARGET_ARCH)
+ARCHER := /usr/lib/llvm-14/lib/libarcher.so
+
+.PHONY: deps-clang test-tsan fuzz
+
+deps-clang:
+	@missing=""; for p in $(CLANG_APT_PACKAGES); do $(INSTALLED) || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "== apt-get install$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing > /dev/null; \
+	fi
+
+test-tsan: deps deps-clang
+	@echo "== concurrency test under ThreadSanitizer"
+	$(CLANG_CMAKE) -S . -B $(TSAN_BUILD) -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(TSAN_FLAGS)" \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="$(TSAN_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
+	  -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread -DRMSNORM_DISABLED_TARGETS='$(ONE_TARGET_DISABLED)' > /dev/null
+	cmake --build $(TSAN_BUILD) -j $(JOBS) --target concurrency_test
+	TSAN_OPTIONS="halt_on_error=1 ignore_noninstrumented_modules=1" OMP_TOOL_LIBRARIES=$(ARCHER) \
+	  $(TSAN_BUILD)/tests/concurrency_test
+
+# The C ABI fuzzer (tests/fuzz/c_abi_fuzzer.cc) for FUZZ_SECONDS, after each regression input once:
+# clang's libFuzzer over the library built with ASan, UBSan and libFuzzer's coverage. What it finds
+# lands in FUZZ_FINDINGS; once fixed, a finding's input goes to tests/fuzz/regressions. Not yet part
+# of make test: the findings in tests/fuzz/open are still open, and it finds more of them in seconds.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_FINDINGS ?= $(FUZZ_BUILD)/findings
+FUZZ_FLAGS := -O1 -g1 $(ONE_TARGET_ARCH)
+
+fuzz: deps deps-clang
+	@echo "== C ABI fuzzer: the regressions, then $(FUZZ_SECONDS) s from tests/fuzz/corpus"
+	$(CLANG_CMAKE) -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$(FUZZ_FLAGS)" \
+	  -DCMAKE_C_FLAGS_RELWITHDEBINFO="$(FUZZ_FLAGS)" -DRMSNORM_SANITIZE=ON -DRMSNORM_BUILD_FUZZER=ON \
+	  -DRMSNORM_DISABLED_TARGETS='$(ONE_TARGET_DISABLED)' > /dev/null
+	cmake --build $(FUZZ_BUILD) -j $(JOBS) --target c_abi_fuzzer
+	mkdir -p $(FUZZ_BUILD)/corpus $(FUZZ_FINDINGS)
+	UBSAN_OPTIONS=print_stacktrace=1 $(FUZZ_BUILD)/tests/c_abi_fuzzer -runs=0 tests/fuzz/regressions
+	UBSAN_OPTIONS=print_stacktrace=1 $(FUZZ_BUILD)/tests/c_abi_fuzzer -max_total_time=$(FUZZ_SECONDS) \
+	  -max_len=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_FINDINGS)/ $(FUZZ_BUILD)/corpus tests/fuzz/corpus
 
 # A venv with torch, NumPy, ONNX Runtime and the build backend; rebuilt when the requirements change.
 $(VENV)/.installed: python/requirements-test.txt
@@ -155,7 +211,7 @@ sweep: python peers-onednn-build
 	  --onednn-json out/sweep-onednn.json --json out/sweep.json --png $(SWEEP_PNG) $(SWEEP_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(VENV) $(ONEDNN_VENV) report-demo report-repro
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(VENV) $(ONEDNN_VENV) report-demo report-repro
 
 # ---- aarch64: cross-compiled, run under qemu-user (cmake/aarch64-linux-gnu.cmake) ------------------
 # `make test-arm64` builds the library and the suite for aarch64 in build-arm64/, runs the suite through

@@ -113,6 +113,15 @@ class ScopedBackend {
 
 Outputs RunForward(const Case& c, const Inputs& in, rmsnorm_backend backend) {
   ScopedBackend scoped(backend);
+  return RunForward(c, in);
+}
+
+Outputs RunBackward(const Case& c, const Inputs& in, const Outputs* saved, rmsnorm_backend backend) {
+  ScopedBackend scoped(backend);
+  return RunBackward(c, in, saved);
+}
+
+Outputs RunForward(const Case& c, const Inputs& in) {
   const rmsnorm_config config = c.Config();
   const registry::OpInfo& op = registry::Info(registry::Info(c.op).forward);
   Outputs out;
@@ -133,8 +142,7 @@ Outputs RunForward(const Case& c, const Inputs& in, rmsnorm_backend backend) {
   return out;
 }
 
-Outputs RunBackward(const Case& c, const Inputs& in, const Outputs* saved, rmsnorm_backend backend) {
-  ScopedBackend scoped(backend);
+Outputs RunBackward(const Case& c, const Inputs& in, const Outputs* saved) {
   const rmsnorm_config config = c.Config();
   const registry::NormInfo& norm = registry::Info(c.op);
   const registry::OpInfo& op = registry::Info(norm.backward);

@@ -76,6 +76,9 @@ struct Outputs {
 // saved statistics when `saved` is non-null, else recomputes them. Expects RMSNORM_OK.
 Outputs RunForward(const Case& c, const Inputs& in, rmsnorm_backend backend);
 Outputs RunBackward(const Case& c, const Inputs& in, const Outputs* saved, rmsnorm_backend backend);
+// The same on whichever backend the process has selected when the call starts.
+Outputs RunForward(const Case& c, const Inputs& in);
+Outputs RunBackward(const Case& c, const Inputs& in, const Outputs* saved);
 
 // ---- Comparison ----------------------------------------------------------------------------------
 

@@ -20,6 +20,28 @@
  *
  * Aliasing: an output may coincide exactly with an input (rows, cols) tensor, for in-place use; any
  * other overlap between an output and another buffer is refused.
+ *
+ * Extremes (the SIMD kernels and the reference backend agree on all of these, NaN for NaN):
+ *   - The gain weight_offset + weight[i] is summed in f32: beyond f32's range it is +-inf, and the
+ *     outputs follow IEEE arithmetic from there (a column where x - mean = 0 meets it gives NaN).
+ *   - Outputs beyond f32's range (or the dtype's) are +-inf; any finite x, weight and bias are accepted.
+ *   - An infinite x makes its row's statistic infinite: for the RMSNorm family rstd = 0, so the row is
+ *     y = b except NaN at the infinite elements; for LayerNorm the mean is infinite and the row NaN.
+ *     An infinite weight or bias makes its column infinite (NaN where it meets a zero). A NaN stays in
+ *     its row, and the parameter gradients it reaches.
+ *   - A statistic (mean square or variance, plus eps) is computed in double where f32 cannot hold it;
+ *     rstd is reported rounded to f32, +inf where it exceeds f32 (a statistic below about 2^-256, as
+ *     in rows of subnormals with eps = 0), while y and dx use the unrounded rstd.
+ *   - A row whose statistic plus eps is 0 (eps = 0 with a zero row, or a constant row for LayerNorm)
+ *     gives y = b (or 0), rstd = 0 and dx = 0.
+ *   - LayerNorm's backward recomputes a row's statistics from x in double, ignoring the saved ones,
+ *     where the saved rstd is not a positive normal f32, the saved mean is not finite, or
+ *     |mean| * rstd > 128 (a mean that dwarfs the spread: its f32 rounding would shift every x-hat).
+ *   Not yet (issue 18): the kernels round intermediates such as x * rstd, x * rstd * g and the
+ *   backward's products to f32, so where one leaves f32's range (or its normal range) and a later
+ *   factor or term would bring the result back (pRMSNorm past k: a tiny statistic and a huge element;
+ *   a huge gain and a bias of the other sign), they give +-inf, 0 or a less accurate subnormal where
+ *   the reference gives the value (examples in tests/fuzz/open).
  */
 #ifndef RMSNORM_RMSNORM_H_
 #define RMSNORM_RMSNORM_H_
@@ -111,6 +133,23 @@ RMSNORM_API int rmsnorm_get_num_threads(void);
 /* This thread's message for its last failed call; "" if none failed yet. Valid until this thread's
  * next failed call. */
 RMSNORM_API const char* rmsnorm_last_error(void);
+
+/* Scratch memory. A backward over more than 8 rows keeps per-row-block partial sums of dweight and
+ * dbias (at most 2 x 2^22 floats, 32 MiB), and a call with weight_offset != 0, or a bf16 forward, a
+ * copy of the gain (up to 12 bytes a column), in buffers of the calling thread. A thread keeps them for
+ * its next call, which then pays no allocation, while all threads' kept buffers together stay within
+ * the scratch limit; a call whose buffers would go beyond it frees them when it returns. While a call
+ * runs, its own scratch is at most 2 bytes per element of x plus 12 bytes a column.
+ * The limit, in bytes, is process-wide: 64 MiB by default, or RMSNORM_SCRATCH_BYTES from the
+ * environment (read once, when the library loads); 0 keeps nothing between calls. Lowering it does not
+ * free other threads' buffers at once: each thread frees what is over the limit at the end of its next
+ * call. Returns RMSNORM_ERROR_INVALID_ARGUMENT for a negative limit. */
+RMSNORM_API rmsnorm_status rmsnorm_set_scratch_limit(int64_t bytes);
+RMSNORM_API int64_t rmsnorm_get_scratch_limit(void);
+
+/* Frees the scratch the calling thread keeps, at once (for a thread that is done with the library but
+ * lives on). Its next call allocates again. */
+RMSNORM_API void rmsnorm_release_thread_scratch(void);
 
 /* ---- Extensions --------------------------------------------------------------------------------- */
 

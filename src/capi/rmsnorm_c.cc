@@ -11,6 +11,7 @@
 #include "runtime/check.h"
 #include "runtime/error.h"
 #include "runtime/parallel.h"
+#include "runtime/scratch.h"
 
 namespace rmsnorm {
 namespace {
@@ -176,6 +177,16 @@ RMSNORM_API rmsnorm_status rmsnorm_l2norm_backward(const rmsnorm_config* config,
 RMSNORM_API void rmsnorm_set_num_threads(int n) { rmsnorm::runtime::SetNumThreads(n); }
 RMSNORM_API int rmsnorm_get_num_threads(void) { return rmsnorm::runtime::NumThreads(); }
 RMSNORM_API const char* rmsnorm_last_error(void) { return rmsnorm::runtime::LastError(); }
+
+RMSNORM_API rmsnorm_status rmsnorm_set_scratch_limit(int64_t bytes) {
+  return rmsnorm::Guard("rmsnorm_set_scratch_limit", [&] {
+    if (bytes < 0)
+      rmsnorm::runtime::FailInvalid("rmsnorm_set_scratch_limit: bytes must be >= 0 (got " + std::to_string(bytes) + ")");
+    rmsnorm::runtime::SetScratchLimit(bytes);
+  });
+}
+RMSNORM_API int64_t rmsnorm_get_scratch_limit(void) { return rmsnorm::runtime::ScratchLimit(); }
+RMSNORM_API void rmsnorm_release_thread_scratch(void) { rmsnorm::runtime::ReleaseThreadScratch(); }
 
 RMSNORM_API int64_t rmsnorm_partial_size(int64_t cols, float partial) {
   int64_t k = -1;

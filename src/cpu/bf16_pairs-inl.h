@@ -30,7 +30,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "cpu/convert-inl.h"
 #include "cpu/dispatch.h"
@@ -38,6 +37,7 @@
 #include "cpu/norm_math-inl.h"
 #include "hwy/highway.h"
 #include "runtime/problem.h"
+#include "runtime/scratch.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace rmsnorm::cpu::HWY_NAMESPACE {
@@ -90,13 +90,12 @@ class PairedParams {
       const size_t copied_bytes = size_t(p.cols) * sizeof(float) * ((gain ? 1 : 0) + (bias ? 1 : 0));
       if (copied_bytes > kCachedCopyBytes && p.rows < 16) return;
       const size_t blocks = size_t(p.cols) / (2 * N);
-      static thread_local std::vector<float> scratch;
       const size_t per_param = blocks * 2 * N;
-      if (scratch.size() < 2 * per_param) scratch.resize(2 * per_param);
-      if (gain && !Deinterleave(d, gain, blocks, scratch.data())) return;
-      if (bias && !Deinterleave(d, bias, blocks, scratch.data() + per_param)) return;
-      gain_ = gain ? scratch.data() : nullptr;
-      bias_ = bias ? scratch.data() + per_param : nullptr;
+      float* scratch = scratch_.Borrow(runtime::ScratchSlot::kPairedParams, 2 * per_param);
+      if (gain && !Deinterleave(d, gain, blocks, scratch)) return;
+      if (bias && !Deinterleave(d, bias, blocks, scratch + per_param)) return;
+      gain_ = gain ? scratch : nullptr;
+      bias_ = bias ? scratch + per_param : nullptr;
       active_ = true;
     }
   }
@@ -127,6 +126,7 @@ class PairedParams {
 #endif
   }
 
+  runtime::ScratchLease scratch_;
   bool active_ = false;
   const float* gain_ = nullptr;
   const float* bias_ = nullptr;

@@ -123,7 +123,7 @@ class LayerNormBackwardKernel {
     s.rare = true;
     const T* x = x_ + row * p_.cols;
     const T* dy = dy_ + row * p_.cols;
-    if (!recompute() && SavedRstdUsable(rstd_[row])) {
+    if (!recompute() && SavedLayerStatsUsable(mean_[row], rstd_[row])) {
       s.rare_mean = mean_[row];
       s.rare_rstd = rstd_[row];
     } else {
@@ -171,7 +171,7 @@ class LayerNormBackwardKernel {
     mean->hi = mean_[row];
     mean->lo = 0.0f;
     *rstd = rstd_[row];
-    return SavedRstdUsable(*rstd) && *rstd <= kMaxF32Rstd && std::isfinite(mean->hi);
+    return SavedLayerStatsUsable(mean->hi, *rstd) && *rstd <= kMaxF32Rstd;
   }
 
   // Out of line and not vectorized, as RareForwardRow (see rare_rows.h).

@@ -17,24 +17,25 @@
 #include "hwy/cache_control.h"
 #include "runtime/parallel.h"
 #include "runtime/problem.h"
+#include "runtime/scratch.h"
 
 namespace rmsnorm::cpu {
 
 // Per-block partial sums of dweight and dbias: (num_blocks, cols) f32 for each gradient wanted, summed
 // over blocks in block order in double. A single block sums straight into the output. The scratch is
-// the calling thread's, kept between calls (a backward must not pay a fresh allocation and its page
-// faults each time), and is taken before any output is written.
+// the calling thread's, kept between calls within the process-wide limit (runtime/scratch.h: a
+// backward must not pay a fresh allocation and its page faults each time), and is taken before any
+// output is written.
 class ParamGradPartials {
  public:
   ParamGradPartials(const RowPlan& plan, float* dweight, float* dbias)
       : plan_(plan), dweight_(dweight), dbias_(dbias) {
     const int64_t gradients = (dweight ? 1 : 0) + (dbias ? 1 : 0);
     if (gradients == 0 || plan.num_blocks == 1) return;
-    static thread_local std::vector<float> workspace;
     const size_t needed = size_t(gradients * plan.num_blocks * plan.cols);
-    if (workspace.size() < needed) workspace.resize(needed);
-    dweight_partials_ = dweight ? workspace.data() : nullptr;
-    dbias_partials_ = dbias ? workspace.data() + (dweight ? plan.num_blocks * plan.cols : 0) : nullptr;
+    float* workspace = workspace_.Borrow(runtime::ScratchSlot::kParamGradPartials, needed);
+    dweight_partials_ = dweight ? workspace : nullptr;
+    dbias_partials_ = dbias ? workspace + (dweight ? plan.num_blocks * plan.cols : 0) : nullptr;
   }
 
   bool wanted() const { return dweight_ != nullptr || dbias_ != nullptr; }
@@ -71,6 +72,7 @@ class ParamGradPartials {
   const RowPlan& plan_;
   float* dweight_;
   float* dbias_;
+  runtime::ScratchLease workspace_;
   float* dweight_partials_ = nullptr;
   float* dbias_partials_ = nullptr;
 };
@@ -82,14 +84,14 @@ class EffectiveGain {
  public:
   EffectiveGain(const float* weight, float offset, int64_t cols) : data_(weight) {
     if (weight == nullptr || offset == 0.0f) return;
-    static thread_local std::vector<float> scratch;
-    if (scratch.size() < size_t(cols)) scratch.resize(size_t(cols));
-    for (int64_t i = 0; i < cols; ++i) scratch[size_t(i)] = offset + weight[i];
-    data_ = scratch.data();
+    float* scratch = scratch_.Borrow(runtime::ScratchSlot::kEffectiveGain, size_t(cols));
+    for (int64_t i = 0; i < cols; ++i) scratch[i] = offset + weight[i];
+    data_ = scratch;
   }
   const float* data() const { return data_; }  // (cols) f32, or null for a gain of 1
 
  private:
+  runtime::ScratchLease scratch_;
   const float* data_;
 };
 

@@ -44,9 +44,12 @@ struct Backward {
   P* dbias = nullptr;          // (cols) or null
 };
 
+// g = weight_offset + weight[i], summed in the parameters' type: in f32 as the kernels sum it (one
+// rounding; a sum beyond f32's range is an infinite gain in both, as the header says), in double for
+// the gradient checks' double parameters.
 template <class P>
 double Gain(const Problem& p, const P* weight, int64_t i) {
-  return weight ? double(p.weight_offset) + double(weight[i]) : 1.0;
+  return weight ? double(static_cast<P>(static_cast<P>(p.weight_offset) + weight[i])) : 1.0;
 }
 
 template <class T>
@@ -140,7 +143,7 @@ void LayerNormBackward(const Problem& p, const Backward<T, P>& b) {
     LoadRow(b.x + at, p.cols, a);
     LoadRow(b.dy + at, p.cols, dy);
     double mean, rstd;
-    if (b.rstd && b.mean && SavedRstdUsable(static_cast<float>(b.rstd[row]))) {
+    if (b.rstd && b.mean && SavedLayerStatsUsable(static_cast<float>(b.mean[row]), static_cast<float>(b.rstd[row]))) {
       mean = double(b.mean[row]);
       rstd = double(b.rstd[row]);
     } else {

@@ -53,6 +53,15 @@ struct BackwardArgs {
 // beyond f32's squared range) make the backward recompute the statistics from x, in double.
 inline bool SavedRstdUsable(float rstd) { return std::isnormal(rstd) && rstd > 0.0f; }
 
+// A saved LayerNorm mean is one f32, off by up to |mean| * 2^-24; the backward multiplies that by rstd
+// into every x-hat. Where |mean| * rstd exceeds this (a row whose mean dwarfs its spread), or the mean
+// is not finite, the backward recomputes the row's statistics from x in double instead. Rows of
+// ordinary data (|mean| a few standard deviations at most) keep their saved statistics.
+constexpr double kMaxSavedMeanTimesRstd = 128.0;
+inline bool SavedLayerStatsUsable(float mean, float rstd) {
+  return SavedRstdUsable(rstd) && std::fabs(double(mean)) * double(rstd) <= kMaxSavedMeanTimesRstd;
+}
+
 }  // namespace rmsnorm
 
 #endif  // RMSNORM_SRC_RUNTIME_PROBLEM_H_

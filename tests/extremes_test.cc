@@ -1,0 +1,195 @@
+// Defined results at the extremes (include/rmsnorm/rmsnorm.h, "Extremes"): the kernels on every SIMD
+// target give the reference's answer, NaN exactly where it has NaN, and the values the header states.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "test_util.h"
+
+namespace rmsnorm::test {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Case RowCase(Op op, int64_t rows, int64_t cols) {
+  Case c;
+  c.op = op;
+  c.rows = rows;
+  c.cols = cols;
+  c.bias = false;
+  return c;
+}
+
+Inputs ZeroInputs(const Case& c) {
+  Inputs in;
+  in.x = RowTensor(c.dtype, c.rows, c.cols);
+  in.residual = RowTensor(c.dtype, c.rows, c.cols);
+  in.dy = RowTensor(c.dtype, c.rows, c.cols);
+  for (int64_t i = 0; i < c.rows * c.cols; ++i) in.dy.set(i, 1.0 - 0.25 * double(i % 7));
+  if (c.weight) in.weight.assign(size_t(c.cols), 1.0f);
+  if (c.bias) in.bias.assign(size_t(c.cols), 0.0f);
+  return in;
+}
+
+// The forward and the backward (from the reference's saved statistics) on every target against the
+// reference; returns the reference's forward.
+Outputs ExpectEveryTargetMatches(const Case& c, const Inputs& in) {
+  SCOPED_TRACE(c.Name());
+  const Outputs ref = RunForward(c, in, RMSNORM_BACKEND_REFERENCE);
+  const Outputs ref_grad = RunBackward(c, in, &ref, RMSNORM_BACKEND_REFERENCE);
+  const Tolerances ft = ForwardTolerances(c, in, ref);
+  const Tolerances bt = BackwardTolerances(c, in, ref);
+  for (int64_t target : AvailableTargets()) {
+    SCOPED_TRACE(TargetName(target));
+    const ScopedTarget scoped(target);
+    const Outputs got = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+    EXPECT_EQ("", Compare("y", Values(got.y), Values(ref.y), ft.y));
+    EXPECT_EQ("", Compare("rstd", Values(got.rstd), Values(ref.rstd), ft.rstd));
+    const Outputs grad = RunBackward(c, in, &ref, RMSNORM_BACKEND_AUTO);
+    EXPECT_EQ("", Compare("dx", Values(grad.dx), Values(ref_grad.dx), bt.dx));
+    EXPECT_EQ("", Compare("dweight", Values(grad.dweight), Values(ref_grad.dweight), bt.dweight));
+  }
+  return ref;
+}
+
+// ---- Gains and outputs beyond f32 ---------------------------------------------------------------
+
+// The gain is weight_offset + weight[i] summed in f32: beyond f32's range it is infinite, and the
+// output follows IEEE arithmetic from there (0 * inf is NaN).
+TEST(Extremes, OverflowingGainIsInfinite) {
+  Case layer = RowCase(Op::kLayerNorm, 1, 5);  // a constant row: x - mean = 0 everywhere
+  layer.weight_offset = -1.7e38f;
+  Inputs in = ZeroInputs(layer);
+  for (int64_t i = 0; i < layer.cols; ++i) in.x.set(i, -2.05e38), in.weight[size_t(i)] = -2.05e38f;
+  const Outputs ref = ExpectEveryTargetMatches(layer, in);
+  for (int64_t i = 0; i < layer.cols; ++i) EXPECT_TRUE(std::isnan(ref.y.get(i))) << i;
+
+  Case rms = RowCase(Op::kRmsNorm, 1, 4);
+  rms.weight_offset = 3e38f;
+  Inputs rin = ZeroInputs(rms);
+  for (int64_t i = 0; i < rms.cols; ++i) rin.x.set(i, double(i + 1));
+  rin.weight = {3e38f, 1.0f, 1.0f, 1.0f};  // 6e38 is beyond f32: an infinite gain in column 0
+  const Outputs rref = ExpectEveryTargetMatches(rms, rin);
+  EXPECT_EQ(rref.y.get(0), kInf);
+}
+
+// y = x * rstd * g + b beyond f32's range is infinite; biases and gains of any finite size are fine.
+// (Open, issue 18: where x * rstd * g overflows and a bias of the other sign would bring y back into
+// range, the kernels give inf and the reference the finite value.)
+TEST(Extremes, OverflowingOutputsAreInfinite) {
+  Case c = RowCase(Op::kRmsNorm, 2, 19);
+  c.bias = true;
+  Inputs in = ZeroInputs(c);
+  for (int64_t i = 0; i < c.rows * c.cols; ++i) in.x.set(i, double(i % 5) - 2.0);
+  // Row 0: x = -2, -1, 0, 1, 2, ... so rstd = 1 / sqrt(36 / 19) = 0.73.
+  for (int64_t i = 0; i < c.cols; ++i) {
+    in.weight[size_t(i)] = i % 2 ? 3e38f : 1.5e38f;
+    in.bias[size_t(i)] = i % 2 ? 0.0f : 3e38f;
+  }
+  const Outputs ref = ExpectEveryTargetMatches(c, in);
+  EXPECT_EQ(ref.y.get(5), -kInf);  // -2 * 0.73 * 3e38
+  EXPECT_EQ(ref.y.get(9), kInf);   // 2 * 0.73 * 3e38
+  EXPECT_EQ(ref.y.get(4), kInf);   // 2 * 0.73 * 1.5e38 + 3e38
+  EXPECT_TRUE(std::isfinite(ref.y.get(0)));  // -2 * 0.73 * 1.5e38 + 3e38
+}
+
+// ---- Infinities in x, weight and bias -----------------------------------------------------------
+
+// An infinite element makes the row's statistic infinite: rstd = 0 for the RMSNorm family (y = b,
+// NaN at the infinite elements, as inf * 0), NaN for LayerNorm (its mean is infinite). An infinite
+// gain or bias makes its column infinite (NaN where it meets x - mean = 0). Other rows are untouched.
+TEST(Extremes, InfinitiesInXWeightAndBias) {
+  for (Op op : {Op::kRmsNorm, Op::kL2Norm, Op::kLayerNorm, Op::kAddRmsNorm}) {
+    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16, RMSNORM_F16}) {
+      Case c = RowCase(op, 3, 21);
+      c.dtype = dtype;
+      c.bias = true;
+      Inputs in = ZeroInputs(c);
+      for (int64_t i = 0; i < c.rows * c.cols; ++i) in.x.set(i, 0.5 * double(i % 9) - 2.0);
+      in.x.set(1 * c.cols + 3, kInf);    // row 1: an infinite element
+      in.weight[5] = std::numeric_limits<float>::infinity();
+      in.bias[7] = -std::numeric_limits<float>::infinity();
+      const Outputs ref = ExpectEveryTargetMatches(c, in);
+      if (op == Op::kRmsNorm || op == Op::kL2Norm) {
+        EXPECT_EQ(ref.rstd[1], 0.0f);
+        EXPECT_TRUE(std::isnan(ref.y.get(1 * c.cols + 3)));
+        EXPECT_EQ(ref.y.get(1 * c.cols + 0), 0.0);  // b = 0 there
+      }
+      if (op == Op::kLayerNorm) {
+        EXPECT_TRUE(std::isnan(ref.y.get(1 * c.cols + 0)));
+      }
+      EXPECT_EQ(ref.y.get(7), -kInf);  // row 0, the infinite bias
+    }
+  }
+}
+
+// ---- Subnormal statistics and zero rows ---------------------------------------------------------
+
+// With eps = 0, a row of subnormal values has a statistic whose rstd exceeds f32 (above 2^128): the
+// reported rstd is +inf, while y and dx are computed from the exact rstd in double.
+TEST(Extremes, SubnormalStatistics) {
+  for (Op op : {Op::kRmsNorm, Op::kLayerNorm, Op::kL2Norm}) {
+    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16}) {  // f16 has no values this small
+      Case c = RowCase(op, 2, 33);
+      c.dtype = dtype;
+      c.eps = 0.0f;
+      Inputs in = ZeroInputs(c);
+      // Multiples of 2^-133, bf16's smallest subnormal (f32 has smaller): a statistic near 2^-260.
+      for (int64_t i = 0; i < c.rows * c.cols; ++i) in.x.set(i, std::ldexp(double(i % 11) - 5.0, -133));
+      const Outputs ref = ExpectEveryTargetMatches(c, in);
+      EXPECT_EQ(ref.rstd[0], std::numeric_limits<float>::infinity());
+      for (int64_t i = 0; i < c.cols; ++i) EXPECT_TRUE(std::isfinite(ref.y.get(i))) << i;
+    }
+  }
+}
+
+// eps = 0 and a row with nothing to normalize (all zeros; for LayerNorm all equal): y = b, rstd = 0.
+TEST(Extremes, ZeroRowsWithZeroEps) {
+  for (Op op : {Op::kRmsNorm, Op::kLayerNorm, Op::kL2Norm, Op::kAddRmsNorm}) {
+    Case c = RowCase(op, 2, 40);
+    c.eps = 0.0f;
+    c.bias = true;
+    Inputs in = ZeroInputs(c);
+    for (int64_t i = 0; i < c.cols; ++i) {
+      in.x.set(i, op == Op::kLayerNorm ? 7.0 : 0.0);
+      in.x.set(c.cols + i, double(i % 3));
+      in.bias[size_t(i)] = float(i) * 0.5f;
+    }
+    const Outputs ref = ExpectEveryTargetMatches(c, in);
+    EXPECT_EQ(ref.rstd[0], 0.0f);
+    for (int64_t i = 0; i < c.cols; ++i) EXPECT_EQ(ref.y.get(i), double(i) * 0.5) << i;
+  }
+}
+
+// ---- LayerNorm's backward with a saved mean that dwarfs the spread ------------------------------
+
+// x = 10 + U(0, 1e-3): |mean| * rstd is about 3e4, so the saved f32 mean's rounding would shift every
+// x-hat; the backward recomputes such rows' statistics from x and matches the double oracle.
+TEST(Extremes, LayerNormBackwardRecomputesAMeanThatDwarfsTheSpread) {
+  Case c = RowCase(Op::kLayerNorm, 5, 4096);
+  Inputs in = ZeroInputs(c);
+  std::mt19937 rng(18);
+  std::uniform_real_distribution<double> jitter(0.0, 1e-3);
+  for (int64_t i = 0; i < c.rows * c.cols; ++i) in.x.set(i, 10.0 + jitter(rng));
+  for (int64_t i = 0; i < c.cols; ++i) in.weight[size_t(i)] = 1.0f + 0.001f * float(i % 13);
+  const Outputs saved = RunForward(c, in, RMSNORM_BACKEND_AUTO);  // f32 mean and rstd, as saved in training
+  // The oracle: statistics recomputed from x in double.
+  const Outputs oracle_forward = RunForward(c, in, RMSNORM_BACKEND_REFERENCE);
+  const Outputs oracle = RunBackward(c, in, nullptr, RMSNORM_BACKEND_REFERENCE);
+  const Tolerances bt = BackwardTolerances(c, in, oracle_forward);
+  for (int64_t target : AvailableTargets()) {
+    SCOPED_TRACE(TargetName(target));
+    const ScopedTarget scoped(target);
+    const Outputs got = RunBackward(c, in, &saved, RMSNORM_BACKEND_AUTO);
+    EXPECT_EQ("", Compare("dweight", Values(got.dweight), Values(oracle.dweight), bt.dweight));
+    EXPECT_EQ("", Compare("dx", Values(got.dx), Values(oracle.dx), bt.dx));
+  }
+  const Outputs reference = RunBackward(c, in, &saved, RMSNORM_BACKEND_REFERENCE);
+  EXPECT_EQ("", Compare("reference dweight", Values(reference.dweight), Values(oracle.dweight), bt.dweight));
+}
+
+}  // namespace
+}  // namespace rmsnorm::test
