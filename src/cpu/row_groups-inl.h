@@ -48,12 +48,17 @@ HWY_INLINE void RunRowGroup(const RowPlan& plan, const Kernel& kernel, int64_t f
 
 // Rows [begin, end) of one block in groups of plan.group_rows. Flattened: the kernel's members inline
 // into the group's loops (their out-of-line rare paths stay out of line), which short rows need; long
-// rows, one at a time below, gain nothing from it but code size. The sanitizer build, which checks
-// what the code does rather than how fast, skips it: it would double the compile time of its longest
-// files.
-#if defined(__SANITIZE_ADDRESS__)
+// rows, one at a time below, gain nothing from it but code size. The sanitizer builds (GCC's ASan,
+// clang's TSan and fuzzer), which check what the code does rather than how fast, skip it: it would
+// lengthen the compile of their longest files.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define RMSNORM_FLATTEN
-#else
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define RMSNORM_FLATTEN
+#endif
+#endif
+#ifndef RMSNORM_FLATTEN
 #define RMSNORM_FLATTEN [[gnu::flatten]]
 #endif
 template <class Kernel>
