@@ -3,7 +3,7 @@
  * The stable C ABI. Every exported symbol starts with `rmsnorm_`. Functions that already exist here are
  * never renamed or changed; new ones are added at the end of their section.
  *
- * Tensors are row-major and contiguous: `rows` vectors of `cols` elements. x, residual, y,
+ * Tensors are row-major: `rows` vectors of `cols` elements, contiguous (strided with the _ex calls). x, residual, y,
  * residual_out, dy and dx are stored in `config->dtype`; weight, bias, their gradients and the saved
  * statistics (mean, rstd) are f32. Arithmetic accumulates in f32 or wider, never in bf16/f16.
  *
@@ -187,6 +187,76 @@ RMSNORM_API const char* rmsnorm_version(void);
  * is reported on stderr and ignored). rmsnorm_cpu_target() tells the result. Process-wide. Returns
  * RMSNORM_ERROR_INVALID_ARGUMENT for a name that is not a target of this build. */
 RMSNORM_API rmsnorm_status rmsnorm_set_cpu_target(const char* name);
+
+/* ---- Extended calls: a versioned config and strided rows ------------------------------------------
+ * rmsnorm_config_ex carries what rmsnorm_config has, plus options that later versions add at its end.
+ * Its first field is the struct's size as the caller was compiled: the library reads that many bytes
+ * and gives every field the caller's header did not have its default, so a program built against an
+ * older header keeps working; a struct larger than the library knows is accepted only if the unknown
+ * bytes are zero (else RMSNORM_ERROR_UNSUPPORTED: the caller asks for an option this library lacks).
+ * Every field's default is its zero value. rmsnorm_config_ex_init is inline so that struct_size is
+ * the caller's own sizeof.
+ *
+ * Strided rows. The `rows` of a call are indexed by (outer, inner): row r is (r / inner_rows,
+ * r % inner_rows), and row (o, i) of a row tensor (x, residual, y, residual_out, dy, dx) starts
+ * o * strides.outer + i * strides.inner elements after the tensor's pointer, each tensor with its own
+ * strides. A zero stride means packed: inner = cols, outer = inner_rows * inner. Within a tensor, rows
+ * must not overlap and must lie in row order (inner >= cols and outer >= (inner_rows - 1) * inner +
+ * cols); the gaps between them are neither read nor written. mean and rstd stay (rows) f32, contiguous,
+ * in row order; dweight and dbias sum over all rows. Examples, for a fused buffer
+ * qkv[tokens][(Hq + 2 * Hkv) * D] with QK-norm over each head of q (weight of length D):
+ *   rows = tokens * Hq, cols = D, inner_rows = Hq,
+ *   x.outer = y.outer = (Hq + 2 * Hkv) * D, x.inner = y.inner = D   (y = x: in place)
+ * and for k the same with inner_rows = Hkv and the pointer at qkv + Hq * D. With one level (inner_rows
+ * 0 or 1), .outer is the row stride and .inner is not used.
+ *
+ * Aliasing, as for the plain calls and exact for strided rows: an output may coincide with an input row
+ * tensor of the same pointer and strides; any other overlap of the bytes that two tensors' rows cover is
+ * refused (rows of two tensors may interleave inside one buffer). */
+typedef struct rmsnorm_row_strides {
+  int64_t outer; /* elements from row (o, i) to row (o + 1, i); 0: packed */
+  int64_t inner; /* elements from row (o, i) to row (o, i + 1); 0: packed (cols) */
+} rmsnorm_row_strides;
+
+typedef struct rmsnorm_config_ex {
+  uint64_t struct_size; /* sizeof(rmsnorm_config_ex) where the caller was compiled */
+  rmsnorm_config base;  /* rows, cols, dtype, eps, partial, weight_offset, as for the plain calls */
+  int64_t inner_rows;   /* 0 or 1: one level; else >= 1 and divides base.rows */
+  rmsnorm_row_strides x, residual, y, residual_out, dy, dx;
+} rmsnorm_config_ex; /* fields may be added after these; their zero value is their default */
+
+/* The plain config's defaults (rmsnorm_config_init), packed rows, struct_size set. */
+static inline rmsnorm_config_ex rmsnorm_config_ex_init(int64_t rows, int64_t cols) {
+  rmsnorm_config_ex c;
+  const rmsnorm_row_strides packed = {0, 0};
+  c.struct_size = sizeof c;
+  c.base = rmsnorm_config_init(rows, cols);
+  c.inner_rows = 0;
+  c.x = c.residual = c.y = c.residual_out = c.dy = c.dx = packed;
+  return c;
+}
+
+/* The calls above with an extended config: the same arguments, results and bits for the same rows. */
+RMSNORM_API rmsnorm_status rmsnorm_forward_ex(const rmsnorm_config_ex* config, const void* x, const float* weight,
+                                              const float* bias, void* y, float* rstd);
+RMSNORM_API rmsnorm_status rmsnorm_add_forward_ex(const rmsnorm_config_ex* config, const void* x,
+                                                  const void* residual, const float* weight, const float* bias,
+                                                  void* y, void* residual_out, float* rstd);
+RMSNORM_API rmsnorm_status rmsnorm_backward_ex(const rmsnorm_config_ex* config, const void* dy, const void* x,
+                                               const float* weight, const float* rstd, void* dx, float* dweight,
+                                               float* dbias);
+RMSNORM_API rmsnorm_status rmsnorm_layernorm_forward_ex(const rmsnorm_config_ex* config, const void* x,
+                                                        const float* weight, const float* bias, void* y,
+                                                        float* mean, float* rstd);
+RMSNORM_API rmsnorm_status rmsnorm_layernorm_backward_ex(const rmsnorm_config_ex* config, const void* dy,
+                                                         const void* x, const float* weight, const float* mean,
+                                                         const float* rstd, void* dx, float* dweight,
+                                                         float* dbias);
+RMSNORM_API rmsnorm_status rmsnorm_l2norm_forward_ex(const rmsnorm_config_ex* config, const void* x,
+                                                     const float* weight, const float* bias, void* y, float* rstd);
+RMSNORM_API rmsnorm_status rmsnorm_l2norm_backward_ex(const rmsnorm_config_ex* config, const void* dy,
+                                                      const void* x, const float* weight, const float* rstd,
+                                                      void* dx, float* dweight, float* dbias);
 
 #ifdef __cplusplus
 } /* extern "C" */

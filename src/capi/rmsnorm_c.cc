@@ -1,6 +1,7 @@
 // The C ABI: check every argument, dispatch to the selected backend, and turn any failure into a
 // status plus this thread's message. No exception crosses this boundary.
 #include <new>
+#include <type_traits>
 #include <string>
 
 #include "cpu/cpu.h"
@@ -101,15 +102,23 @@ void Dispatch(const Problem& p, const void* const* ordered) {
 
 // Every operation of the C ABI: the pointers in the C parameter order of registry/ops.inc. Checks the
 // config and every tensor before anything is written.
-template <registry::Op kOp, class... Pointers>
-rmsnorm_status Run(const rmsnorm_config* config, Pointers... pointers) {
+// The same from an extended config (strided rows), under the _ex function's name.
+template <registry::Op kOp, class Config, class... Pointers>
+rmsnorm_status Run(const Config* config, Pointers... pointers) {
   constexpr const registry::OpInfo& op = registry::Info(kOp);
   static_assert(sizeof...(Pointers) == op.num_tensors, "the C function's tensors, as registry/ops.inc lists them");
+  constexpr bool kEx = std::is_same_v<Config, rmsnorm_config_ex>;
+  constexpr const char* fn = kEx ? op.c_function_ex : op.c_function;
   const void* const ordered[] = {pointers...};
-  return Guard(op.c_function, [&] {
-    const Problem p = runtime::CheckConfig(op.c_function, config, op.kind);
+  return Guard(fn, [&] {
+    Problem p;
+    if constexpr (kEx) {
+      p = runtime::CheckConfigEx(fn, config, op.kind);
+    } else {
+      p = runtime::CheckConfig(fn, config, op.kind);
+    }
     if (p.rows == 0) return;
-    runtime::CheckTensors<kOp>(p, ordered);
+    runtime::CheckTensors<kOp>(fn, p, ordered);
     Dispatch<kOp>(p, ordered);
   });
 }
@@ -171,6 +180,47 @@ RMSNORM_API rmsnorm_status rmsnorm_l2norm_forward(const rmsnorm_config* config, 
 RMSNORM_API rmsnorm_status rmsnorm_l2norm_backward(const rmsnorm_config* config, const void* dy, const void* x,
                                                    const float* weight, const float* rstd, void* dx,
                                                    float* dweight, float* dbias) {
+  return rmsnorm::Run<Op::kL2Backward>(config, dy, x, weight, rstd, dx, dweight, dbias);
+}
+
+RMSNORM_API rmsnorm_status rmsnorm_forward_ex(const rmsnorm_config_ex* config, const void* x, const float* weight,
+                                              const float* bias, void* y, float* rstd) {
+  return rmsnorm::Run<Op::kRmsForward>(config, x, weight, bias, y, rstd);
+}
+
+RMSNORM_API rmsnorm_status rmsnorm_add_forward_ex(const rmsnorm_config_ex* config, const void* x,
+                                                  const void* residual, const float* weight, const float* bias,
+                                                  void* y, void* residual_out, float* rstd) {
+  return rmsnorm::Run<Op::kRmsAddForward>(config, x, residual, weight, bias, y, residual_out, rstd);
+}
+
+RMSNORM_API rmsnorm_status rmsnorm_backward_ex(const rmsnorm_config_ex* config, const void* dy, const void* x,
+                                               const float* weight, const float* rstd, void* dx, float* dweight,
+                                               float* dbias) {
+  return rmsnorm::Run<Op::kRmsBackward>(config, dy, x, weight, rstd, dx, dweight, dbias);
+}
+
+RMSNORM_API rmsnorm_status rmsnorm_layernorm_forward_ex(const rmsnorm_config_ex* config, const void* x,
+                                                        const float* weight, const float* bias, void* y,
+                                                        float* mean, float* rstd) {
+  return rmsnorm::Run<Op::kLayerForward>(config, x, weight, bias, y, mean, rstd);
+}
+
+RMSNORM_API rmsnorm_status rmsnorm_layernorm_backward_ex(const rmsnorm_config_ex* config, const void* dy,
+                                                         const void* x, const float* weight, const float* mean,
+                                                         const float* rstd, void* dx, float* dweight,
+                                                         float* dbias) {
+  return rmsnorm::Run<Op::kLayerBackward>(config, dy, x, weight, mean, rstd, dx, dweight, dbias);
+}
+
+RMSNORM_API rmsnorm_status rmsnorm_l2norm_forward_ex(const rmsnorm_config_ex* config, const void* x,
+                                                     const float* weight, const float* bias, void* y, float* rstd) {
+  return rmsnorm::Run<Op::kL2Forward>(config, x, weight, bias, y, rstd);
+}
+
+RMSNORM_API rmsnorm_status rmsnorm_l2norm_backward_ex(const rmsnorm_config_ex* config, const void* dy,
+                                                      const void* x, const float* weight, const float* rstd,
+                                                      void* dx, float* dweight, float* dbias) {
   return rmsnorm::Run<Op::kL2Backward>(config, dy, x, weight, rstd, dx, dweight, dbias);
 }
 

@@ -24,6 +24,7 @@
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 #include "cpu/row_plan.h"
+#include "cpu/row_tensor.h"
 #include "cpu/statistics.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -58,21 +59,21 @@ class LayerNormBackwardKernel {
   LayerNormBackwardKernel(const Problem& p, const RowPlan& plan, const BackwardArgs& a, const float* gain)
       : p_(p),
         plan_(plan),
-        dy_(static_cast<const T*>(a.dy)),
-        x_(static_cast<const T*>(a.x)),
+        dy_(static_cast<const T*>(a.dy), p, registry::kDy),
+        x_(static_cast<const T*>(a.x), p, registry::kX),
         gain_(gain),
         mean_(a.mean),
         rstd_(a.rstd),
-        dx_(static_cast<T*>(a.dx)),
+        dx_(static_cast<T*>(a.dx), p, registry::kDx),
         dx_in_place_(a.dx == a.dy || a.dx == a.x) {}
 
   int num_phases() const { return recompute() ? 2 : 1; }
 
   Partial Reduce(int phase, int64_t row, int64_t c0, int64_t c1, const State& s) const {
-    const int64_t at = row * p_.cols + c0;
+    const T* x = x_.Row(row) + c0;
     Partial partial;
     if (IsStatsPhase(phase)) {
-      partial.moments = ChunkMoments(x_ + at, size_t(c1 - c0));
+      partial.moments = ChunkMoments(x, size_t(c1 - c0));
       return partial;
     }
     SplitMean mean;
@@ -80,13 +81,14 @@ class LayerNormBackwardKernel {
     if (!FastStats(row, s, &mean, &rstd)) return partial;  // the rare path recomputes in double
     const DF d;
     const VF mean_hi = hn::Set(d, mean.hi), mean_lo = hn::Set(d, mean.lo), r = hn::Set(d, rstd);
+    const T* dy = dy_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     float sum_u, sum_u_xhat;
     Sum2(
         d, size_t(c1 - c0),
         [&](size_t i, size_t count, VF& u, VF& u_xhat) RMSNORM_INLINE_LAMBDA {
-          u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, i, count));
-          const VF xhat = hn::Mul(Centered(Load(d, x_ + at + i, count), mean_hi, mean_lo), r);
+          u = hn::Mul(Load(d, dy + i, count), Gain<kWeight>(d, w, i, count));
+          const VF xhat = hn::Mul(Centered(Load(d, x + i, count), mean_hi, mean_lo), r);
           u_xhat = hn::Mul(u, xhat);  // u is 0 past count
         },
         &sum_u, &sum_u_xhat);
@@ -121,8 +123,8 @@ class LayerNormBackwardKernel {
       return;
     }
     s.rare = true;
-    const T* x = x_ + row * p_.cols;
-    const T* dy = dy_ + row * p_.cols;
+    const T* x = x_.Row(row);
+    const T* dy = dy_.Row(row);
     if (!recompute() && SavedLayerStatsUsable(mean_[row], rstd_[row])) {
       s.rare_mean = mean_[row];
       s.rare_rstd = rstd_[row];
@@ -134,18 +136,17 @@ class LayerNormBackwardKernel {
   }
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
-    const int64_t at = row * p_.cols;
-    if (s.rare) return RareOutput(at, c0, c1, s, dw, db);
+    if (s.rare) return RareOutput(row, c0, c1, s, dw, db);
     const DF d;
     const VF mean_hi = hn::Set(d, s.mean.hi), mean_lo = hn::Set(d, s.mean.lo);
     const VF rstd = hn::Set(d, s.rstd);
     const VF mean_u = hn::Set(d, s.mean_u);
     const VF mean_u_xhat = hn::Set(d, s.mean_u_xhat);
-    const T* dy = dy_ + at + c0;
-    const T* x = x_ + at + c0;
-    T* dx = dx_ + at + c0;
+    const T* dy = dy_.Row(row) + c0;
+    const T* x = x_.Row(row) + c0;
+    T* dx = dx_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
-    const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, x_);
+    const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, &x_);
     ForEachOutput(d, dx, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(Centered(Load(d, x + i, count), mean_hi, mean_lo), rstd);
@@ -175,13 +176,16 @@ class LayerNormBackwardKernel {
   }
 
   // Out of line and not vectorized, as RareForwardRow (see rare_rows.h).
-  RMSNORM_RARE_ROW_FUNCTION void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw,
+  RMSNORM_RARE_ROW_FUNCTION void RareOutput(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw,
                                             float* db) const {
+    const T* dy_row = dy_.Row(row);
+    const T* x_row = x_.Row(row);
+    T* dx_row = dx_.Row(row);
     for (int64_t i = c0; i < c1; ++i) {
-      const double dy = ToDouble(dy_[at + i]), x = ToDouble(x_[at + i]);
+      const double dy = ToDouble(dy_row[i]), x = ToDouble(x_row[i]);
       StoreDouble(formula::LayerDx(dy, x, GainDouble(gain_, i), s.rare_mean, s.rare_rstd, s.rare_mean_u,
                                    s.rare_mean_u_xhat),
-                  dx_ + at + i);
+                  dx_row + i);
       if constexpr (kDweight) dw[i] += static_cast<float>(formula::DweightTerm(dy, x, s.rare_mean, s.rare_rstd));
       if constexpr (kDbias) db[i] += static_cast<float>(dy);
     }
@@ -189,12 +193,12 @@ class LayerNormBackwardKernel {
 
   const Problem& p_;
   const RowPlan& plan_;
-  const T* dy_;
-  const T* x_;
+  RowTensor<const T> dy_;
+  RowTensor<const T> x_;
   const float* gain_;  // (cols), see EffectiveGain
   const float* mean_;
   const float* rstd_;
-  T* dx_;
+  RowTensor<T> dx_;
   bool dx_in_place_;
 };
 

@@ -25,6 +25,7 @@
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 #include "cpu/row_plan.h"
+#include "cpu/row_tensor.h"
 #include "cpu/statistics.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -49,10 +50,10 @@ class LayerNormForwardKernel {
   LayerNormForwardKernel(const Problem& p, const RowPlan& plan, const ForwardArgs& a, const float* gain)
       : p_(p),
         plan_(plan),
-        x_(static_cast<const T*>(a.x)),
+        x_(static_cast<const T*>(a.x), p, registry::kX),
         gain_(gain),
         bias_(a.bias),
-        y_(static_cast<T*>(a.y)),
+        y_(static_cast<T*>(a.y), p, registry::kY),
         mean_(a.mean),
         rstd_(a.rstd),
         y_in_place_(a.y == a.x),
@@ -61,7 +62,7 @@ class LayerNormForwardKernel {
   int num_phases() const { return 1; }
 
   Partial Reduce(int, int64_t row, int64_t c0, int64_t c1, const State&) const {
-    return ChunkMoments(x_ + row * p_.cols + c0, size_t(c1 - c0));
+    return ChunkMoments(x_.Row(row) + c0, size_t(c1 - c0));
   }
 
   void Fold(int, State& s, const Partial& part) const { FoldMoments(s.moments, part); }
@@ -74,7 +75,7 @@ class LayerNormForwardKernel {
       s.rstd = static_cast<float>(rstd);
     } else {
       s.rare = true;
-      LayerStatsDouble(x_ + row * p_.cols, p_, &s.rare_mean, &s.rare_rstd);
+      LayerStatsDouble(x_.Row(row), p_, &s.rare_mean, &s.rare_rstd);
       mean = s.rare_mean;
       s.rstd = static_cast<float>(s.rare_rstd);
     }
@@ -83,8 +84,8 @@ class LayerNormForwardKernel {
   }
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
-    const T* in = x_ + row * p_.cols + c0;
-    T* out = y_ + row * p_.cols + c0;
+    const T* in = x_.Row(row) + c0;
+    T* out = y_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
     if (s.rare)
@@ -102,10 +103,10 @@ class LayerNormForwardKernel {
  private:
   const Problem& p_;
   const RowPlan& plan_;
-  const T* x_;
+  RowTensor<const T> x_;
   const float* gain_;  // (cols), see EffectiveGain
   const float* bias_;
-  T* y_;
+  RowTensor<T> y_;
   float* mean_;
   float* rstd_;
   bool y_in_place_;

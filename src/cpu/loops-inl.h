@@ -19,6 +19,7 @@
 #include "cpu/convert-inl.h"
 #include "cpu/dispatch.h"
 #include "cpu/row_plan.h"
+#include "cpu/row_tensor.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -170,14 +171,13 @@ struct OutputHints {
 // reductions; rows from memory go forward, so the next row's prefetches are issued in the order its
 // reductions will read them, and a split row's chunks were reduced long before.
 template <class T>
-HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t row, int64_t c0, const T* a,
-                                   const T* b = nullptr) {
+HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t row, int64_t c0,
+                                   const RowTensor<const T>& a, const RowTensor<const T>* b = nullptr) {
   OutputHints<T> hints;
   hints.stream = plan.stream_outputs && !in_place;
   if (plan.prefetch_rows && row + 1 < plan.rows) {
-    const int64_t next = (row + 1) * plan.cols + c0;
-    hints.prefetch_a = a + next;
-    hints.prefetch_b = b ? b + next : nullptr;
+    hints.prefetch_a = a.Row(row + 1) + c0;
+    hints.prefetch_b = b ? b->Row(row + 1) + c0 : nullptr;
   }
   hints.reversed = plan.num_chunks == 1 && !plan.prefetch_rows && !hints.stream;
   return hints;

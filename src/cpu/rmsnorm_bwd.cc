@@ -25,6 +25,7 @@
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 #include "cpu/row_plan.h"
+#include "cpu/row_tensor.h"
 #include "cpu/statistics.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -58,31 +59,32 @@ class RmsBackwardKernel {
   RmsBackwardKernel(const Problem& p, const RowPlan& plan, const BackwardArgs& a, const float* gain)
       : p_(p),
         plan_(plan),
-        dy_(static_cast<const T*>(a.dy)),
-        x_(static_cast<const T*>(a.x)),
+        dy_(static_cast<const T*>(a.dy), p, registry::kDy),
+        x_(static_cast<const T*>(a.x), p, registry::kX),
         gain_(gain),
         rstd_(a.rstd),
-        dx_(static_cast<T*>(a.dx)),
+        dx_(static_cast<T*>(a.dx), p, registry::kDx),
         dx_in_place_(a.dx == a.dy || a.dx == a.x) {}
 
   int num_phases() const { return recompute() ? 2 : 1; }
 
   Partial Reduce(int phase, int64_t row, int64_t c0, int64_t c1, const State& s) const {
-    const int64_t at = row * p_.cols + c0;
+    const T* x = x_.Row(row) + c0;
     Partial partial;
     if (IsStatsPhase(phase)) {
       const int64_t end = std::min(c1, p_.k);
-      if (c0 < end) partial.sum_squares = SumSquares(x_ + at, size_t(end - c0), size_t(c1 - c0));
+      if (c0 < end) partial.sum_squares = SumSquares(x, size_t(end - c0), size_t(c1 - c0));
       return partial;
     }
     float rstd;
     if (!FastRstd(row, s, &rstd)) return partial;  // the rare path recomputes in double
     const DF d;
     const VF r = hn::Set(d, rstd);
+    const T* dy = dy_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     partial.dot = Sum(d, size_t(c1 - c0), [&](size_t i, size_t count, VF& product) RMSNORM_INLINE_LAMBDA {
-      const VF u = hn::Mul(Load(d, dy_ + at + i, count), Gain<kWeight>(d, w, i, count));
-      product = hn::Mul(u, hn::Mul(Load(d, x_ + at + i, count), r));
+      const VF u = hn::Mul(Load(d, dy + i, count), Gain<kWeight>(d, w, i, count));
+      product = hn::Mul(u, hn::Mul(Load(d, x + i, count), r));
     });
     return partial;
   }
@@ -110,8 +112,8 @@ class RmsBackwardKernel {
       return;
     }
     s.rare = true;
-    const T* x = x_ + row * p_.cols;
-    const T* dy = dy_ + row * p_.cols;
+    const T* x = x_.Row(row);
+    const T* dy = dy_.Row(row);
     s.rare_rstd = rstd_ != nullptr && SavedRstdUsable(rstd_[row])
                       ? double(rstd_[row])
                       : RmsInverseRootDouble(x, p_);
@@ -119,18 +121,17 @@ class RmsBackwardKernel {
   }
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
-    const int64_t at = row * p_.cols;
-    if (s.rare) return RareOutput(at, c0, c1, s, dw, db);
+    if (s.rare) return RareOutput(row, c0, c1, s, dw, db);
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     const VF c = hn::Set(d, s.c);
-    const T* dy = dy_ + at + c0;
-    const T* x = x_ + at + c0;
-    T* dx = dx_ + at + c0;
+    const T* dy = dy_.Row(row) + c0;
+    const T* x = x_.Row(row) + c0;
+    T* dx = dx_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     // Only columns below k get the correction: the coefficient is c there and 0 past k.
     const size_t corrected = size_t(std::clamp(p_.k, c0, c1) - c0);
-    const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, x_);
+    const OutputHints<T> hints = HintsFor(plan_, dx_in_place_, row, c0, dy_, &x_);
     ForEachOutput(d, dx, size_t(c1 - c0), hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       const VF g = Gain<kWeight>(d, w, i, count);
       const VF dyv = Load(d, dy + i, count);
@@ -144,11 +145,14 @@ class RmsBackwardKernel {
 
  private:
   // Out of line and not vectorized, as RareForwardRow (see rare_rows.h).
-  RMSNORM_RARE_ROW_FUNCTION void RareOutput(int64_t at, int64_t c0, int64_t c1, const State& s, float* dw,
+  RMSNORM_RARE_ROW_FUNCTION void RareOutput(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw,
                                             float* db) const {
+    const T* dy_row = dy_.Row(row);
+    const T* x_row = x_.Row(row);
+    T* dx_row = dx_.Row(row);
     for (int64_t i = c0; i < c1; ++i) {
-      const double dy = ToDouble(dy_[at + i]), x = ToDouble(x_[at + i]);
-      StoreDouble(formula::RmsDx(p_, i, dy, x, GainDouble(gain_, i), s.rare_rstd, s.rare_c), dx_ + at + i);
+      const double dy = ToDouble(dy_row[i]), x = ToDouble(x_row[i]);
+      StoreDouble(formula::RmsDx(p_, i, dy, x, GainDouble(gain_, i), s.rare_rstd, s.rare_c), dx_row + i);
       if constexpr (kDweight) dw[i] += static_cast<float>(formula::DweightTerm(dy, x, 0.0, s.rare_rstd));
       if constexpr (kDbias) db[i] += static_cast<float>(dy);
     }
@@ -169,11 +173,11 @@ class RmsBackwardKernel {
 
   const Problem& p_;
   const RowPlan& plan_;
-  const T* dy_;
-  const T* x_;
+  RowTensor<const T> dy_;
+  RowTensor<const T> x_;
   const float* gain_;  // (cols), see EffectiveGain
   const float* rstd_;
-  T* dx_;
+  RowTensor<T> dx_;
   bool dx_in_place_;
 };
 

@@ -25,6 +25,7 @@
 #include "cpu/rare_rows.h"
 #include "cpu/row_driver.h"
 #include "cpu/row_plan.h"
+#include "cpu/row_tensor.h"
 #include "cpu/statistics.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -47,12 +48,12 @@ class RmsForwardKernel {
   RmsForwardKernel(const Problem& p, const RowPlan& plan, const ForwardArgs& a, const float* gain)
       : p_(p),
         plan_(plan),
-        x_(static_cast<const T*>(a.x)),
-        residual_(static_cast<const T*>(a.residual)),
+        x_(static_cast<const T*>(a.x), p, registry::kX),
+        residual_(static_cast<const T*>(a.residual), p, registry::kResidual),
         gain_(gain),
         bias_(a.bias),
-        y_(static_cast<T*>(a.y)),
-        h_(static_cast<T*>(a.residual_out)),
+        y_(static_cast<T*>(a.y), p, registry::kY),
+        h_(static_cast<T*>(a.residual_out), p, registry::kResidualOut),
         rstd_(a.rstd),
         y_in_place_(a.y == a.x || a.y == a.residual),
         pairs_(p, static_cast<T*>(nullptr), gain, a.bias) {}
@@ -63,9 +64,9 @@ class RmsForwardKernel {
     if constexpr (kAdd) {
       const DF d;
       const size_t n = size_t(c1 - c0);
-      const T* x = x_ + row * p_.cols + c0;
-      const T* residual = residual_ + row * p_.cols + c0;
-      T* h = h_ + row * p_.cols + c0;
+      const T* x = x_.Row(row) + c0;
+      const T* residual = residual_.Row(row) + c0;
+      T* h = h_.Row(row) + c0;
       size_t done = 0;
       if constexpr (kHaveBf16Pairs && std::is_same_v<T, hwy::bfloat16_t>) done = AddBf16Pairs(d, x, residual, h, n);
       ForEachVector(d, n - done, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
@@ -93,28 +94,28 @@ class RmsForwardKernel {
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
     const T* in = Input(row) + c0;
-    T* out = y_ + row * p_.cols + c0;
+    T* out = y_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
     if (s.rare) return RareForwardRow(in, out, c1 - c0, 0.0, s.rare_rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_,
-                                         HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? residual_ : nullptr),
+                                         HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? &residual_ : nullptr),
                                          [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, rstd); });
   }
 
  private:
-  const T* Input(int64_t row) const { return (kAdd ? h_ : x_) + row * p_.cols; }
+  const T* Input(int64_t row) const { return kAdd ? h_.Row(row) : x_.Row(row); }
 
   const Problem& p_;
   const RowPlan& plan_;
-  const T* x_;
-  const T* residual_;
+  RowTensor<const T> x_;
+  RowTensor<const T> residual_;
   const float* gain_;  // (cols), see EffectiveGain
   const float* bias_;
-  T* y_;
-  T* h_;
+  RowTensor<T> y_;
+  RowTensor<T> h_;
   float* rstd_;
   bool y_in_place_;
   PairedParams pairs_;  // bf16 only: see bf16_pairs-inl.h

@@ -77,20 +77,21 @@ template <class T, class P>
 void RmsForward(const Problem& p, const Forward<T, P>& f) {
   std::vector<double> a, r;
   for (int64_t row = 0; row < p.rows; ++row) {
-    const int64_t at = row * p.cols;
-    LoadRow(f.x + at, p.cols, a);
+    LoadRow(f.x + p.RowStart(registry::kX, row), p.cols, a);
     if (f.residual) {
-      LoadRow(f.residual + at, p.cols, r);
+      LoadRow(f.residual + p.RowStart(registry::kResidual, row), p.cols, r);
+      T* residual_out = f.residual_out + p.RowStart(registry::kResidualOut, row);
       for (int64_t i = 0; i < p.cols; ++i) {
         const T h = FromDouble<T>(a[i] + r[i]);
-        f.residual_out[at + i] = h;
+        residual_out[i] = h;
         a[i] = ToDouble(h);
       }
     }
     const double rstd = formula::RmsInverseRoot(p, Row(a));
+    T* y = f.y + p.RowStart(registry::kY, row);
     for (int64_t i = 0; i < p.cols; ++i) {
       const double bias = f.bias ? double(f.bias[i]) : 0.0;
-      f.y[at + i] = FromDouble<T>(formula::Normalized(a[i], 0.0, rstd, Gain(p, f.weight, i), bias));
+      y[i] = FromDouble<T>(formula::Normalized(a[i], 0.0, rstd, Gain(p, f.weight, i), bias));
     }
     if (f.rstd) f.rstd[row] = static_cast<P>(rstd);
   }
@@ -101,15 +102,15 @@ template <class T, class P>
 void RmsBackward(const Problem& p, const Backward<T, P>& b) {
   std::vector<double> a, dy, dweight(static_cast<size_t>(p.cols)), dbias(static_cast<size_t>(p.cols));
   for (int64_t row = 0; row < p.rows; ++row) {
-    const int64_t at = row * p.cols;
-    LoadRow(b.x + at, p.cols, a);
-    LoadRow(b.dy + at, p.cols, dy);
+    LoadRow(b.x + p.RowStart(registry::kX, row), p.cols, a);
+    LoadRow(b.dy + p.RowStart(registry::kDy, row), p.cols, dy);
+    T* dx = b.dx + p.RowStart(registry::kDx, row);
     const bool saved = b.rstd && SavedRstdUsable(static_cast<float>(b.rstd[row]));
     const double rstd = saved ? double(b.rstd[row]) : formula::RmsInverseRoot(p, Row(a));
     const auto gain = [&](int64_t i) { return Gain(p, b.weight, i); };
     const double c = formula::RmsBackwardCoefficient(p, Row(dy), Row(a), gain, rstd);
     for (int64_t i = 0; i < p.cols; ++i) {
-      b.dx[at + i] = FromDouble<T>(formula::RmsDx(p, i, dy[i], a[i], gain(i), rstd, c));
+      dx[i] = FromDouble<T>(formula::RmsDx(p, i, dy[i], a[i], gain(i), rstd, c));
       dweight[i] += formula::DweightTerm(dy[i], a[i], 0.0, rstd);
       dbias[i] += dy[i];
     }
@@ -121,13 +122,13 @@ template <class T, class P>
 void LayerNormForward(const Problem& p, const Forward<T, P>& f) {
   std::vector<double> a;
   for (int64_t row = 0; row < p.rows; ++row) {
-    const int64_t at = row * p.cols;
-    LoadRow(f.x + at, p.cols, a);
+    LoadRow(f.x + p.RowStart(registry::kX, row), p.cols, a);
     double mean, rstd;
     formula::LayerStats(p, Row(a), &mean, &rstd);
+    T* y = f.y + p.RowStart(registry::kY, row);
     for (int64_t i = 0; i < p.cols; ++i) {
       const double bias = f.bias ? double(f.bias[i]) : 0.0;
-      f.y[at + i] = FromDouble<T>(formula::Normalized(a[i], mean, rstd, Gain(p, f.weight, i), bias));
+      y[i] = FromDouble<T>(formula::Normalized(a[i], mean, rstd, Gain(p, f.weight, i), bias));
     }
     if (f.mean) f.mean[row] = static_cast<P>(mean);
     if (f.rstd) f.rstd[row] = static_cast<P>(rstd);
@@ -139,9 +140,9 @@ template <class T, class P>
 void LayerNormBackward(const Problem& p, const Backward<T, P>& b) {
   std::vector<double> a, dy, dweight(static_cast<size_t>(p.cols)), dbias(static_cast<size_t>(p.cols));
   for (int64_t row = 0; row < p.rows; ++row) {
-    const int64_t at = row * p.cols;
-    LoadRow(b.x + at, p.cols, a);
-    LoadRow(b.dy + at, p.cols, dy);
+    LoadRow(b.x + p.RowStart(registry::kX, row), p.cols, a);
+    LoadRow(b.dy + p.RowStart(registry::kDy, row), p.cols, dy);
+    T* dx = b.dx + p.RowStart(registry::kDx, row);
     double mean, rstd;
     if (b.rstd && b.mean && SavedLayerStatsUsable(static_cast<float>(b.mean[row]), static_cast<float>(b.rstd[row]))) {
       mean = double(b.mean[row]);
@@ -153,7 +154,7 @@ void LayerNormBackward(const Problem& p, const Backward<T, P>& b) {
     double mean_u, mean_u_xhat;
     formula::LayerBackwardMeans(p, Row(dy), Row(a), gain, mean, rstd, &mean_u, &mean_u_xhat);
     for (int64_t i = 0; i < p.cols; ++i) {
-      b.dx[at + i] = FromDouble<T>(formula::LayerDx(dy[i], a[i], gain(i), mean, rstd, mean_u, mean_u_xhat));
+      dx[i] = FromDouble<T>(formula::LayerDx(dy[i], a[i], gain(i), mean, rstd, mean_u, mean_u_xhat));
       dweight[i] += formula::DweightTerm(dy[i], a[i], mean, rstd);
       dbias[i] += dy[i];
     }

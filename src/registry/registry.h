@@ -141,6 +141,9 @@ struct OpInfo {
   size_t num_tensors;
   // Calls the C function with the pointers in `ordered` (C parameter order).
   rmsnorm_status (*call)(const rmsnorm_config* config, void* const* ordered);
+  // The same for the function's _ex twin (an rmsnorm_config_ex: strided rows), and its name.
+  const char* c_function_ex;
+  rmsnorm_status (*call_ex)(const rmsnorm_config_ex* config, void* const* ordered);
 
   // t's position in the C parameter list (after the config), or -1 when the op does not take it.
   constexpr int ParameterIndex(Tensor t) const {
@@ -155,6 +158,11 @@ struct OpInfo {
     for (size_t i = 0; i < num_tensors; ++i) ordered[i] = pointers[tensors[i].tensor];
     return call(config, ordered);
   }
+  rmsnorm_status Call(const rmsnorm_config_ex* config, const TensorPointers& pointers) const {
+    void* ordered[kMaxOpTensors] = {};
+    for (size_t i = 0; i < num_tensors; ++i) ordered[i] = pointers[tensors[i].tensor];
+    return call_ex(config, ordered);
+  }
 };
 
 namespace detail {
@@ -168,12 +176,12 @@ struct AnyPointer {
   }
 };
 
-template <auto kFunction, size_t... I>
-rmsnorm_status CallOrdered(const rmsnorm_config* config, void* const* ordered, std::index_sequence<I...>) {
+template <auto kFunction, class Config, size_t... I>
+rmsnorm_status CallOrdered(const Config* config, void* const* ordered, std::index_sequence<I...>) {
   return kFunction(config, AnyPointer{ordered[I]}...);
 }
-template <auto kFunction, size_t kCount>
-rmsnorm_status CallWith(const rmsnorm_config* config, void* const* ordered) {
+template <auto kFunction, class Config, size_t kCount>
+rmsnorm_status CallWith(const Config* config, void* const* ordered) {
   return CallOrdered<kFunction>(config, ordered, std::make_index_sequence<kCount>());
 }
 
@@ -190,8 +198,8 @@ constexpr int PointerCode() {
 constexpr int ExpectedCode(TensorUse use) {
   return (Info(use.tensor).shape == Shape::kRowsCols ? 0 : 2) + (IsOutput(use.role) ? 1 : 0);
 }
-template <class... P>
-constexpr bool SignatureMatches(rmsnorm_status (*)(const rmsnorm_config*, P...), std::initializer_list<TensorUse> uses) {
+template <class Config, class... P>
+constexpr bool SignatureMatches(rmsnorm_status (*)(const Config*, P...), std::initializer_list<TensorUse> uses) {
   constexpr int codes[] = {PointerCode<P>()..., 0};
   if (sizeof...(P) != uses.size()) return false;
   size_t i = 0;
@@ -202,8 +210,9 @@ constexpr bool SignatureMatches(rmsnorm_status (*)(const rmsnorm_config*, P...),
 
 constexpr OpInfo MakeOp(Op op, const char* c_function, const char* python_name, NormKind kind, Direction direction,
                         std::initializer_list<TensorUse> tensors,
-                        rmsnorm_status (*call)(const rmsnorm_config*, void* const*)) {
-  OpInfo info{op, c_function, python_name, kind, direction, {}, tensors.size(), call};
+                        rmsnorm_status (*call)(const rmsnorm_config*, void* const*), const char* c_function_ex,
+                        rmsnorm_status (*call_ex)(const rmsnorm_config_ex*, void* const*)) {
+  OpInfo info{op, c_function, python_name, kind, direction, {}, tensors.size(), call, c_function_ex, call_ex};
   size_t i = 0;
   for (TensorUse use : tensors) info.tensors[i++] = use;
   return info;
@@ -213,7 +222,8 @@ constexpr OpInfo MakeOp(Op op, const char* c_function, const char* python_name, 
 
 // Each line of ops.inc against its C signature: the tensors' count, order, constness and kind.
 #define RMSNORM_OP(Id, c_function, python_name, kind, direction, ...) \
-  static_assert(detail::SignatureMatches(&c_function, {__VA_ARGS__}), \
+  static_assert(detail::SignatureMatches(&c_function, {__VA_ARGS__}) &&  \
+                    detail::SignatureMatches(&c_function##_ex, {__VA_ARGS__}), \
                 "ops.inc: the tensors of " #c_function " do not match its signature in rmsnorm.h");
 #include "registry/ops.inc"
 #undef RMSNORM_OP
@@ -222,7 +232,10 @@ inline constexpr OpInfo kOps[] = {
 #define RMSNORM_OP(Id, c_function, python_name, kind, direction, ...)                                          \
   detail::MakeOp(Op::k##Id, #c_function, python_name, NormKind::kind, Direction::direction,                   \
                  {__VA_ARGS__},                                                                                \
-                 &detail::CallWith<&c_function, std::initializer_list<TensorUse>{__VA_ARGS__}.size()>),
+                 &detail::CallWith<&c_function, rmsnorm_config, std::initializer_list<TensorUse>{__VA_ARGS__}.size()>, \
+                 #c_function "_ex",                                                                            \
+                 &detail::CallWith<&c_function##_ex, rmsnorm_config_ex,                                         \
+                                   std::initializer_list<TensorUse>{__VA_ARGS__}.size()>),
 #include "registry/ops.inc"
 #undef RMSNORM_OP
 };

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "runtime/error.h"
@@ -20,7 +21,8 @@ std::string Number(double v) {
 // One buffer of a call, for the presence, alignment and overlap checks.
 struct Buffer {
   const char* name;
-  uintptr_t begin, end;
+  registry::Tensor tensor;
+  uintptr_t begin, end;  // the bytes from its first to its last element
   bool output;
   bool row_tensor;  // (rows, cols) in dtype: may coincide with another row tensor, one in, one out
 };
@@ -46,9 +48,11 @@ class Buffers {
     const registry::Shape shape = registry::Info(use.tensor).shape;
     const bool row_tensor = shape == registry::Shape::kRowsCols;
     const size_t size = row_tensor ? DtypeSize(p_.dtype) : sizeof(float);
-    const size_t bytes = size_t(registry::Elements(shape, p_.rows, p_.cols)) * size;
-    AddBuffer(registry::Info(use.tensor).name, data, bytes, size, registry::IsOutput(use.role), row_tensor,
-        registry::IsRequired(use.role));
+    // Rows lie in row order (CheckConfigEx), so the last row ends the tensor.
+    const int64_t elements = row_tensor ? p_.RowStart(use.tensor, p_.rows - 1) + p_.cols
+                                        : registry::Elements(shape, p_.rows, p_.cols);
+    AddBuffer(use.tensor, data, size_t(elements) * size, size, registry::IsOutput(use.role), row_tensor,
+              registry::IsRequired(use.role));
   }
 
   void CheckOverlaps() const {
@@ -57,22 +61,55 @@ class Buffers {
         const Buffer& a = list_[i];
         const Buffer& b = list_[j];
         if (!(a.output || b.output) || a.begin >= b.end || b.begin >= a.end) continue;
-        const bool in_place = a.row_tensor && b.row_tensor && a.begin == b.begin && a.output != b.output;
-        if (!in_place) FailOverlap(fn_, a.name, b.name);
+        const bool same_rows = a.row_tensor && b.row_tensor && a.begin == b.begin && SameLayout(a.tensor, b.tensor);
+        if (same_rows && a.output != b.output) continue;  // in place
+        if (same_rows || !p_.strided || ElementsOverlap(a, b)) FailOverlap(fn_, a.name, b.name);
       }
     }
   }
 
  private:
-  void AddBuffer(const char* name, const void* data, size_t bytes, size_t align, bool output, bool row_tensor,
-           bool required) {
+  void AddBuffer(registry::Tensor tensor, const void* data, size_t bytes, size_t align, bool output,
+                 bool row_tensor, bool required) {
+    const char* name = registry::Info(tensor).name;
     const auto begin = reinterpret_cast<uintptr_t>(data);
     if (data == nullptr) {
       if (required) FailMissing(fn_, name);
       return;
     }
     if ((begin & (align - 1)) != 0) FailMisaligned(fn_, name, align);  // align is a power of two
-    list_[count_++] = Buffer{name, begin, begin + bytes, output, row_tensor};
+    if (bytes > UINTPTR_MAX - begin) Fail(fn_, std::string(name) + " extends past the end of the address space");
+    list_[count_++] = Buffer{name, tensor, begin, begin + bytes, output, row_tensor};
+  }
+
+  bool SameLayout(registry::Tensor a, registry::Tensor b) const {
+    return !p_.strided || (p_.layout[a].outer == p_.layout[b].outer && p_.layout[a].inner == p_.layout[b].inner);
+  }
+
+  // A buffer's k-th run of bytes: a row of a row tensor, or the whole of another buffer.
+  int64_t Runs(const Buffer& b) const { return b.row_tensor ? p_.rows : 1; }
+  uintptr_t RunBegin(const Buffer& b, int64_t k) const {
+    return b.row_tensor ? b.begin + uintptr_t(p_.RowStart(b.tensor, k)) * DtypeSize(p_.dtype) : b.begin;
+  }
+  uintptr_t RunEnd(const Buffer& b, int64_t k) const {
+    return b.row_tensor ? RunBegin(b, k) + uintptr_t(p_.cols) * DtypeSize(p_.dtype) : b.end;
+  }
+
+  // Whether any byte of a's rows is a byte of b's, for strided rows whose spans intersect (rows of two
+  // tensors may interleave in one buffer). Each buffer's runs are disjoint and ascending, so one merge
+  // of the two lists decides it.
+  bool ElementsOverlap(const Buffer& a, const Buffer& b) const {
+    int64_t i = 0, j = 0;
+    while (i < Runs(a) && j < Runs(b)) {
+      if (RunEnd(a, i) <= RunBegin(b, j)) {
+        ++i;
+      } else if (RunEnd(b, j) <= RunBegin(a, i)) {
+        ++j;
+      } else {
+        return true;
+      }
+    }
+    return false;
   }
 
   const char* fn_;
@@ -126,10 +163,87 @@ Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind)
   return p;
 }
 
+Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind kind) {
+  if (config == nullptr) Fail(fn, "config is NULL");
+  // Read no byte past the caller's struct: an older caller's is shorter, and its missing fields take
+  // their zero defaults; a newer caller's unknown fields must be zero.
+  uint64_t size;
+  std::memcpy(&size, config, sizeof size);
+  constexpr uint64_t kKnown = sizeof(rmsnorm_config_ex);
+  if (size < kKnown)
+    Fail(fn, "config->struct_size is " + std::to_string(size) + ", smaller than any rmsnorm_config_ex (" +
+                 std::to_string(kKnown) + "): initialize it with rmsnorm_config_ex_init");
+  if (size > kKnown) {
+    if (size > (uint64_t{1} << 20)) Fail(fn, "config->struct_size is implausible (" + std::to_string(size) + ")");
+    const auto* bytes = reinterpret_cast<const unsigned char*>(config);
+    for (uint64_t i = kKnown; i < size; ++i)
+      if (bytes[i] != 0)
+        FailUnsupported(std::string(fn) + ": config->struct_size is " + std::to_string(size) + " and byte " +
+                        std::to_string(i) + " is set, a field this library (older than the caller's header) "
+                        "does not know");
+  }
+  rmsnorm_config_ex c;
+  std::memcpy(&c, config, kKnown);
+
+  Problem p = CheckConfig(fn, &c.base, kind);
+  if (c.inner_rows < 0) Fail(fn, "config->inner_rows must be >= 0 (got " + std::to_string(c.inner_rows) + ")");
+  const int64_t inner_rows = c.inner_rows == 0 ? 1 : c.inner_rows;
+  if (p.rows % inner_rows != 0)
+    Fail(fn, "config->inner_rows (" + std::to_string(inner_rows) + ") must divide config->base.rows (" +
+                 std::to_string(p.rows) + ")");
+  const int64_t outer_rows = p.rows / inner_rows;
+
+  struct Given {
+    registry::Tensor tensor;
+    rmsnorm_row_strides strides;
+  };
+  const Given given[] = {{registry::kX, c.x},   {registry::kResidual, c.residual}, {registry::kY, c.y},
+                         {registry::kResidualOut, c.residual_out}, {registry::kDy, c.dy}, {registry::kDx, c.dx}};
+  bool packed = true, one_level = true;
+  for (const Given& g : given) {
+    const std::string name = std::string("config->") + registry::Info(g.tensor).name;
+    if (g.strides.outer < 0 || g.strides.inner < 0)
+      Fail(fn, name + " strides must be >= 0 (got outer " + std::to_string(g.strides.outer) + ", inner " +
+                   std::to_string(g.strides.inner) + ")");
+    RowLayout l;
+    l.inner = g.strides.inner == 0 || inner_rows == 1 ? p.cols : g.strides.inner;
+    if (g.strides.outer != 0) {
+      l.outer = g.strides.outer;
+    } else if (__builtin_mul_overflow(inner_rows, l.inner, &l.outer)) {
+      Fail(fn, name + ": inner_rows * inner stride is too large");
+    }
+    // Rows disjoint and in row order: the overlap checks and the kernels' prefetches rely on it.
+    if (inner_rows > 1 && l.inner < p.cols)
+      Fail(fn, name + ".inner (" + std::to_string(l.inner) + ") must be >= cols (" + std::to_string(p.cols) +
+                   "): rows may not overlap");
+    int64_t last = 0, end = 0;  // the last row's start, and the end of the tensor, in elements
+    int64_t inner_span = 0;
+    if (__builtin_mul_overflow(outer_rows > 0 ? outer_rows - 1 : 0, l.outer, &last) ||
+        __builtin_mul_overflow(inner_rows - 1, l.inner, &inner_span) ||
+        __builtin_add_overflow(last, inner_span, &last) ||
+        __builtin_add_overflow(last, p.cols, &end) || end > INT64_MAX / 8)
+      Fail(fn, name + ": the strides reach too far (" + std::to_string(l.outer) + ", " + std::to_string(l.inner) + ")");
+    if (outer_rows > 1 && l.outer < inner_span + p.cols)
+      Fail(fn, name + ".outer (" + std::to_string(l.outer) + ") must be >= (inner_rows - 1) * inner + cols (" +
+                   std::to_string(inner_span + p.cols) + "): rows may not overlap or go out of order");
+    packed = packed && l.inner == p.cols && l.outer == inner_rows * p.cols;
+    one_level = one_level && l.outer == inner_rows * l.inner;
+    p.layout[g.tensor] = l;
+  }
+  if (packed) return p;  // every row tensor as the plain call has it
+  p.strided = true;
+  p.inner_rows = inner_rows;
+  if (one_level && inner_rows > 1) {  // no division per row in the kernels
+    for (const Given& g : given) p.layout[g.tensor].outer = p.layout[g.tensor].inner;
+    p.inner_rows = 1;
+  }
+  return p;
+}
+
 template <registry::Op kOp>
-void CheckTensors(const Problem& p, const void* const* ordered) {
+void CheckTensors(const char* fn, const Problem& p, const void* const* ordered) {
   constexpr const registry::OpInfo& op = registry::Info(kOp);
-  Buffers b(op.c_function, p);
+  Buffers b(fn, p);
   bool reads_mean = false, mean_given = false, rstd_given = false;
   for (size_t i = 0; i < op.num_tensors; ++i) {
     const registry::TensorUse& use = op.tensors[i];
@@ -142,14 +256,14 @@ void CheckTensors(const Problem& p, const void* const* ordered) {
   }
   // A saved mean without its rstd (or the reverse) is a mistake, not a request to recompute one.
   if (reads_mean && mean_given != rstd_given)
-    Fail(op.c_function, "mean and rstd must be both given or both NULL (to recompute)");
+    Fail(fn, "mean and rstd must be both given or both NULL (to recompute)");
   b.CheckOverlaps();
 }
 
 // One instance per operation: its tensor list is known at compile time, so the loop above unrolls
 // and each tensor's shape, role and name fold into its checks (a small call's checks are a fair part
 // of it).
-#define RMSNORM_OP(Id, ...) template void CheckTensors<registry::Op::k##Id>(const Problem&, const void* const*);
+#define RMSNORM_OP(Id, ...) template void CheckTensors<registry::Op::k##Id>(const char*, const Problem&, const void* const*);
 #include "registry/ops.inc"
 #undef RMSNORM_OP
 

@@ -18,12 +18,17 @@ using registry::NormKind;
 // Problem: k and divisor follow the norm kind.
 Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind);
 
-// Checks the tensors of a call of operation kOp with rows > 0, given in the op's C parameter order (see
-// registry/ops.inc): required pointers present, each aligned to its element type, a saved mean read
-// only with its rstd, and no two buffers overlapping except an output that coincides exactly with an
-// input row tensor (in-place use).
+// The same for an extended config (its size field, then the base config through CheckConfig, then
+// inner_rows and each row tensor's strides), deriving the Problem's row layouts: packed layouts leave
+// it unstrided, and a two-level layout that is one level in every tensor is made one level.
+Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind kind);
+
+// Checks the tensors of a call of operation kOp (fn names it in messages) with rows > 0, given in the
+// op's C parameter order (see registry/ops.inc): required pointers present, each aligned to its element
+// type, a saved mean read only with its rstd, and no two buffers overlapping except an output that
+// coincides exactly (pointer and layout) with an input row tensor (in-place use).
 template <registry::Op kOp>
-void CheckTensors(const Problem& p, const void* const* ordered);
+void CheckTensors(const char* fn, const Problem& p, const void* const* ordered);
 
 // k = max(1, ceil(partial * cols)), a product within f32 rounding of an integer taken as that integer.
 // Assumes cols >= 1 and partial in (0, 1].

@@ -22,6 +22,9 @@ class Failure : public std::runtime_error {
 [[noreturn]] inline void FailInvalid(const std::string& message) {
   throw Failure(RMSNORM_ERROR_INVALID_ARGUMENT, message);
 }
+[[noreturn]] inline void FailUnsupported(const std::string& message) {
+  throw Failure(RMSNORM_ERROR_UNSUPPORTED, message);
+}
 
 void SetLastError(const std::string& message);
 const char* LastError();

@@ -13,6 +13,14 @@ namespace rmsnorm {
 
 using registry::DtypeSize;  // bytes per element of the (rows, cols) tensors
 
+// Where the rows of one (rows, cols) tensor start, in elements from its pointer (an _ex call's strides,
+// resolved: never 0). Row r is (o, i) = (r / inner_rows, r % inner_rows) and starts at o * outer +
+// i * inner.
+struct RowLayout {
+  int64_t outer = 0;
+  int64_t inner = 0;
+};
+
 // The statistic of the RMSNorm family is sum_{i<k} x_i^2 / divisor: RMSNorm (k = divisor = cols),
 // pRMSNorm (k = divisor = ceil(p * cols)) and L2-Norm (k = cols, divisor = 1) share one kernel.
 // LayerNorm ignores k and divisor.
@@ -24,6 +32,20 @@ struct Problem {
   float weight_offset = 0.0f;
   int64_t k = 0;
   int64_t divisor = 1;
+  // Row layouts: without `strided` every row tensor is packed (row r at r * cols) and `layout` is not
+  // read. Indexed by registry::Tensor; only the row tensors' entries are used.
+  bool strided = false;
+  int64_t inner_rows = 1;
+  RowLayout layout[registry::kNumTensors];
+
+  // Row `row` of row tensor t, in elements from the tensor's pointer.
+  int64_t RowStart(registry::Tensor t, int64_t row) const {
+    if (!strided) return row * cols;
+    const RowLayout& l = layout[t];
+    if (inner_rows == 1) return row * l.outer;
+    const int64_t outer = row / inner_rows;
+    return outer * l.outer + (row - outer * inner_rows) * l.inner;
+  }
 };
 
 // Row tensors are in problem.dtype; the rest are f32. A null pointer is an absent optional.
