@@ -4,7 +4,8 @@ The kernels are registered as torch.library custom ops (namespace ``rmsnorm``) w
 and autograd through the fused backward kernels, so the modules train, work under torch.compile with
 fullgraph=True, and under DistributedDataParallel. CPU tensors only, for now.
 """
-from .functional import RMS_NORM_DEFAULT_EPS, layer_norm, rms_norm
-from .modules import LayerNorm, RMSNorm, replace_layernorm
+from .functional import RMS_NORM_DEFAULT_EPS, add_rms_norm, fused_add_rms_norm_, layer_norm, rms_norm
+from .modules import FusedAddRMSNorm, LayerNorm, RMSNorm, replace_layernorm
 
-__all__ = ["LayerNorm", "RMSNorm", "RMS_NORM_DEFAULT_EPS", "layer_norm", "replace_layernorm", "rms_norm"]
+__all__ = ["FusedAddRMSNorm", "LayerNorm", "RMSNorm", "RMS_NORM_DEFAULT_EPS", "add_rms_norm", "fused_add_rms_norm_",
+           "layer_norm", "replace_layernorm", "rms_norm"]

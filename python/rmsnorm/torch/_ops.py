@@ -21,7 +21,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import _C
+from .. import _C, _runtime
 
 # The library's dtypes as torch spells them (the registry's list, rmsnorm._C.DTYPES).
 _CODES = {getattr(torch, name): code for code, (_, _, _, name) in _C.DTYPES.items() if hasattr(torch, name)}
@@ -52,14 +52,34 @@ def _grad_buffer(cols: int, wanted: bool, device) -> Tensor:
     return torch.zeros((cols if wanted else 0,), dtype=torch.float32, device=device)
 
 
+# ---- Threads ------------------------------------------------------------------------------------
+
+# Calls from torch run on torch's intra-op thread count, so that torch.set_num_threads governs our
+# kernels as it does torch's own and the two pools do not ask for more cores than torch was given. The
+# library's count is process-wide and setting it is cheap but not free, so it is set only when torch's
+# count differs from the one last set here; rmsnorm.set_num_threads forgets that value (_runtime), so
+# the next torch call sets torch's count again.
+_torch_num_threads = torch.get_num_threads
+
+
+def follow_torch_threads():
+    n = _torch_num_threads()
+    if n != _runtime.threads_set_for_torch[0]:
+        _C.set_num_threads(n)
+        _runtime.threads_set_for_torch[0] = n
+
+
 # ---- Kernel calls -------------------------------------------------------------------------------
 
 
-def rms_forward(x: Tensor, cols: int, weight, bias, eps: float, partial: float, weight_offset: float, want_rstd: bool):
+# out: a contiguous tensor of x's shape and dtype to write y into (checked by the caller), or None.
+def rms_forward(x: Tensor, cols: int, weight, bias, eps: float, partial: float, weight_offset: float, want_rstd: bool,
+                out: Optional[Tensor] = None):
     x = x.contiguous()
     rows = x.numel() // cols
     w, b = _as_f32(weight), _as_f32(bias)
-    y, rstd = _like(x), _stats(rows, want_rstd, x.device)
+    y, rstd = _like(x) if out is None else out, _stats(rows, want_rstd, x.device)
+    follow_torch_threads()
     _C.rms_forward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, x.data_ptr(), _address(w), _address(b),
                    y.data_ptr(), _address(rstd))
     return y, rstd
@@ -73,17 +93,36 @@ def rms_backward(dy: Tensor, x: Tensor, cols: int, weight, rstd: Tensor, eps: fl
     w, rstd = _as_f32(weight), rstd.contiguous()
     dx = _like(x)
     dw, db = _grad_buffer(cols, need_dweight, x.device), _grad_buffer(cols, need_dbias, x.device)
+    follow_torch_threads()
     _C.rms_backward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, dy.data_ptr(), x.data_ptr(), _address(w),
                     rstd.data_ptr(), dx.data_ptr(), dw.data_ptr() if need_dweight else None,
                     db.data_ptr() if need_dbias else None)
     return dx, dw, db
 
 
-def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bool):
+def rms_add_forward(x: Tensor, residual: Tensor, cols: int, weight, bias, eps: float, partial: float,
+                    weight_offset: float, want_rstd: bool, y: Optional[Tensor] = None, h: Optional[Tensor] = None):
+    """y = RMSNorm(h) and h = x + residual (rounded to the dtype). y and h may be given (contiguous, x's shape
+    and dtype; the in-place form passes y=x, h=residual, which the C ABI allows), else they are new."""
+    x, residual = x.contiguous(), residual.contiguous()
+    rows = x.numel() // cols
+    w, b = _as_f32(weight), _as_f32(bias)
+    y = _like(x) if y is None else y
+    h = _like(x) if h is None else h
+    rstd = _stats(rows, want_rstd, x.device)
+    follow_torch_threads()
+    _C.rms_add_forward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, x.data_ptr(), residual.data_ptr(),
+                       _address(w), _address(b), y.data_ptr(), h.data_ptr(), _address(rstd))
+    return y, h, rstd
+
+
+def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bool, out: Optional[Tensor] = None):
     x = x.contiguous()
     rows = x.numel() // cols
     w, b = _as_f32(weight), _as_f32(bias)
-    y, mean, rstd = _like(x), _stats(rows, want_stats, x.device), _stats(rows, want_stats, x.device)
+    y = _like(x) if out is None else out
+    mean, rstd = _stats(rows, want_stats, x.device), _stats(rows, want_stats, x.device)
+    follow_torch_threads()
     _C.layer_forward(rows, cols, _CODES[x.dtype], eps, 1.0, 0.0, x.data_ptr(), _address(w), _address(b), y.data_ptr(),
                      _address(mean), _address(rstd))
     return y, mean, rstd
@@ -97,6 +136,7 @@ def layer_backward(dy: Tensor, x: Tensor, cols: int, weight, mean: Tensor, rstd:
     w, mean, rstd = _as_f32(weight), mean.contiguous(), rstd.contiguous()
     dx = _like(x)
     dw, db = _grad_buffer(cols, need_dweight, x.device), _grad_buffer(cols, need_dbias, x.device)
+    follow_torch_threads()
     _C.layer_backward(rows, cols, _CODES[x.dtype], eps, 1.0, 0.0, dy.data_ptr(), x.data_ptr(), _address(w),
                       mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), dw.data_ptr() if need_dweight else None,
                       db.data_ptr() if need_dbias else None)
@@ -168,6 +208,90 @@ def _rms_backward(ctx, dy, _drstd):
 
 
 rms_norm_fwd.register_autograd(_rms_backward, setup_context=_rms_setup_context)
+
+
+# ---- Custom ops: fused residual add + RMSNorm ----------------------------------------------------
+
+
+@torch.library.custom_op("rmsnorm::add_rms_norm_fwd", mutates_args=(), device_types="cpu")
+def add_rms_norm_fwd(
+    x: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float,
+    weight_offset: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    return rms_add_forward(x, residual, x.shape[1], weight, bias, eps, partial, weight_offset, True)
+
+
+@add_rms_norm_fwd.register_fake
+def _(x, residual, weight, bias, eps, partial, weight_offset):
+    return x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty((x.shape[0],), dtype=torch.float32)
+
+
+def _add_rms_setup_context(ctx, inputs, output):
+    x, residual, weight, bias, eps, partial, weight_offset = inputs
+    # The norm's input is h, the second output: the backward needs it, not x or residual.
+    ctx.save_for_backward(output[1], weight, output[2])
+    ctx.config = (eps, partial, weight_offset)
+    ctx.dtypes = (_dtype(weight), _dtype(bias))
+    ctx.mark_non_differentiable(output[2])
+
+
+def _sum_with_h_grad(dh_norm: Tensor, dh: Optional[Tensor]) -> Tensor:
+    # h feeds the norm and whatever the caller does with it (the next residual): both gradients add up.
+    return dh_norm if dh is None else dh_norm.add_(dh)
+
+
+def _add_rms_backward(ctx, dy, dh, _drstd):
+    h, weight, rstd = ctx.saved_tensors
+    need_dx, need_dres, need_dw, need_db = ctx.needs_input_grad[:4]
+    dh_norm, dw, db = rms_norm_bwd(dy, h, weight, rstd, *ctx.config, need_dw, need_db)
+    dh_total = _sum_with_h_grad(dh_norm, dh)
+    # Both inputs get the same gradient; a second tensor, so that accumulating into one .grad later
+    # cannot change the other.
+    dres = (dh_total.clone() if need_dx else dh_total) if need_dres else None
+    return (dh_total if need_dx else None, dres, *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes),
+            None, None, None)
+
+
+add_rms_norm_fwd.register_autograd(_add_rms_backward, setup_context=_add_rms_setup_context)
+
+
+@torch.library.custom_op("rmsnorm::fused_add_rms_norm_", mutates_args=("x", "residual"), device_types="cpu")
+def fused_add_rms_norm_(
+    x: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float,
+    weight_offset: float
+) -> None:
+    rms_add_forward(x, residual, x.shape[1], weight, bias, eps, partial, weight_offset, False, y=x, h=residual)
+
+
+@fused_add_rms_norm_.register_fake
+def _(x, residual, weight, bias, eps, partial, weight_offset):
+    return None
+
+
+# ---- Custom ops: out= forms (no autograd, as torch's own out= functions) --------------------------
+
+
+@torch.library.custom_op("rmsnorm::rms_norm_out", mutates_args=("out",), device_types="cpu")
+def rms_norm_out(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float, weight_offset: float,
+    out: Tensor
+) -> None:
+    rms_forward(x, x.shape[1], weight, bias, eps, partial, weight_offset, False, out=out)
+
+
+@rms_norm_out.register_fake
+def _(x, weight, bias, eps, partial, weight_offset, out):
+    return None
+
+
+@torch.library.custom_op("rmsnorm::layer_norm_out", mutates_args=("out",), device_types="cpu")
+def layer_norm_out(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, out: Tensor) -> None:
+    layer_forward(x, x.shape[1], weight, bias, eps, False, out=out)
+
+
+@layer_norm_out.register_fake
+def _(x, weight, bias, eps, out):
+    return None
 
 
 # ---- Custom ops: LayerNorm ----------------------------------------------------------------------
@@ -268,3 +392,25 @@ class EagerLayerNorm(torch.autograd.Function):
         cols, eps = ctx.config
         dx, dw, db = layer_backward(dy, x, cols, weight, mean, rstd, eps, need_dw, need_db)
         return (dx if need_dx else None, None, *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None)
+
+
+class EagerAddRmsNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, residual, cols, weight, bias, eps, partial, weight_offset):
+        y, h, rstd = rms_add_forward(x, residual, cols, weight, bias, eps, partial, weight_offset, True)
+        ctx.save_for_backward(h, weight, rstd)
+        ctx.config = (cols, eps, partial, weight_offset)
+        ctx.dtypes = (_dtype(weight), _dtype(bias))
+        return y, h
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy, dh):
+        h, weight, rstd = ctx.saved_tensors
+        need_dx, need_dres, _, need_dw, need_db = ctx.needs_input_grad[:5]
+        cols, eps, partial, weight_offset = ctx.config
+        dh_norm, dw, db = rms_backward(dy, h, cols, weight, rstd, eps, partial, weight_offset, need_dw, need_db)
+        dh_total = _sum_with_h_grad(dh_norm, dh)
+        dres = (dh_total.clone() if need_dx else dh_total) if need_dres else None
+        return (dh_total if need_dx else None, dres, None,
+                *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None, None, None)

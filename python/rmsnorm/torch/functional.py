@@ -168,6 +168,7 @@ def rms_norm(
     partial: float = 1.0,
     weight_offset: float = 0.0,
     bias: Optional[Tensor] = None,
+    out: Optional[Tensor] = None,
 ) -> Tensor:
     """RMSNorm over the trailing ``normalized_shape`` dimensions, as torch.nn.functional.rms_norm.
 
@@ -175,7 +176,13 @@ def rms_norm(
     k = max(1, ceil(partial * n)) for pRMSNorm (partial < 1). eps=None uses torch.finfo(torch.float32).eps,
     as torch does for float32, bfloat16 and float16 inputs. The output has the input's dtype; weight and
     bias may have another float dtype and are used as float32.
+
+    out: a contiguous CPU tensor of the input's shape and dtype to write y into (it may be the input
+    itself), returned. As with torch's out= functions there is no autograd then: with grad mode on, an
+    argument that requires grad is an error.
     """
+    if out is not None:
+        return _rms_norm_into(input, normalized_shape, weight, eps, partial, weight_offset, bias, out)
     e = RMS_NORM_DEFAULT_EPS if eps is None else eps
     cols = _eager_cols(input, normalized_shape, weight, bias)
     if cols and _plain_scalars(e, partial, weight_offset):
@@ -201,8 +208,15 @@ def layer_norm(
     weight: Optional[Tensor] = None,
     bias: Optional[Tensor] = None,
     eps: float = 1e-5,
+    *,
+    out: Optional[Tensor] = None,
 ) -> Tensor:
-    """LayerNorm over the trailing ``normalized_shape`` dimensions, as torch.nn.functional.layer_norm."""
+    """LayerNorm over the trailing ``normalized_shape`` dimensions, as torch.nn.functional.layer_norm.
+
+    out: as for rms_norm (written and returned; no autograd).
+    """
+    if out is not None:
+        return _layer_norm_into(input, normalized_shape, weight, bias, eps, out)
     cols = _eager_cols(input, normalized_shape, weight, bias)
     if cols and _plain_scalars(eps, 1.0, 0.0):
         if _needs_grad(input, weight, bias):
@@ -217,3 +231,168 @@ def layer_norm(
     x = input.reshape(-1, cols).contiguous()
     y, _, _ = _ops.layer_norm_fwd(x, _flat(w), _flat(b), eps)
     return y.view(input.shape)
+
+
+# ---- out= ----------------------------------------------------------------------------------------
+
+
+def _refuse_autograd(fn, what, *tensors):
+    # torch's out= functions refuse the same way: an output written in place has no graph to join.
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise RuntimeError(
+            f"{fn}: {what} does not support automatic differentiation, but an argument requires grad. "
+            f"Call it under torch.no_grad() or torch.inference_mode(), or use the out-of-place form"
+        )
+
+
+def _check_out(fn, out, input):
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{fn}: out must be a torch.Tensor, got {type(out).__name__}")
+    _check_device(fn, "out", out)
+    if out.device != input.device:
+        raise ValueError(f"{fn}: out is on {out.device} but input is on {input.device}")
+    if out.dtype != input.dtype:
+        raise TypeError(f"{fn}: out has dtype {out.dtype}, but the output has the input's dtype {input.dtype}")
+    if out.shape != input.shape:
+        raise ValueError(f"{fn}: out must have the input's shape {list(input.shape)}, got {list(out.shape)}")
+    if not out.is_contiguous():
+        raise ValueError(f"{fn}: out must be contiguous (the kernels write rows of a dense array); "
+                         f"got strides {out.stride()}")
+
+
+def _rms_norm_into(input, normalized_shape, weight, eps, partial, weight_offset, bias, out):
+    fn = "rmsnorm.torch.rms_norm"
+    _check_input(fn, input)
+    shape, cols = _check_shape(fn, input, normalized_shape)
+    w = _check_param(fn, "weight", weight, input, shape)
+    b = _check_param(fn, "bias", bias, input, shape)
+    eps = RMS_NORM_DEFAULT_EPS if eps is None else check_eps(fn, eps)
+    partial = check_partial(fn, partial)
+    weight_offset = check_offset(fn, weight_offset)
+    _check_out(fn, out, input)
+    _refuse_autograd(fn, "out=", input, w, b, out)
+    if _eager_cols(input, normalized_shape, weight, bias):
+        _ops.rms_forward(input, cols, w, b, eps, partial, weight_offset, False, out=out)
+    else:
+        _ops.rms_norm_out(input.reshape(-1, cols).contiguous(), _flat(w), _flat(b), eps, partial, weight_offset,
+                          out.view(-1, cols))
+    return out
+
+
+def _layer_norm_into(input, normalized_shape, weight, bias, eps, out):
+    fn = "rmsnorm.torch.layer_norm"
+    _check_input(fn, input)
+    shape, cols = _check_shape(fn, input, normalized_shape)
+    w = _check_param(fn, "weight", weight, input, shape)
+    b = _check_param(fn, "bias", bias, input, shape)
+    eps = check_eps(fn, eps)
+    _check_out(fn, out, input)
+    _refuse_autograd(fn, "out=", input, w, b, out)
+    if _eager_cols(input, normalized_shape, weight, bias):
+        _ops.layer_forward(input, cols, w, b, eps, False, out=out)
+    else:
+        _ops.layer_norm_out(input.reshape(-1, cols).contiguous(), _flat(w), _flat(b), eps, out.view(-1, cols))
+    return out
+
+
+# ---- Fused residual add --------------------------------------------------------------------------
+
+
+def _check_residual(fn, residual, input):
+    if not isinstance(residual, Tensor):
+        raise TypeError(f"{fn}: residual must be a torch.Tensor, got {type(residual).__name__}")
+    _check_device(fn, "residual", residual)
+    if residual.device != input.device:
+        raise ValueError(f"{fn}: residual is on {residual.device} but input is on {input.device}")
+    if residual.dtype != input.dtype:
+        raise TypeError(f"{fn}: residual has dtype {residual.dtype} but input has {input.dtype}; the fused add "
+                        f"takes both in one dtype")
+    if residual.shape != input.shape:
+        raise ValueError(f"{fn}: residual must have the input's shape {list(input.shape)}, got "
+                         f"{list(residual.shape)}")
+
+
+def _add_norm_args(fn, input, residual, weight, eps, normalized_shape, partial, weight_offset, bias):
+    _check_input(fn, input)
+    _check_residual(fn, residual, input)
+    if normalized_shape is None:
+        normalized_shape = tuple(weight.shape) if isinstance(weight, Tensor) and weight.dim() > 0 else (
+            input.shape[-1:] if input.dim() > 0 else ())
+    shape, cols = _check_shape(fn, input, normalized_shape)
+    w = _check_param(fn, "weight", weight, input, shape)
+    b = _check_param(fn, "bias", bias, input, shape)
+    eps = RMS_NORM_DEFAULT_EPS if eps is None else check_eps(fn, eps)
+    return cols, w, b, eps, check_partial(fn, partial), check_offset(fn, weight_offset)
+
+
+def add_rms_norm(
+    input: Tensor,
+    residual: Tensor,
+    weight: Optional[Tensor] = None,
+    eps: Optional[float] = None,
+    *,
+    normalized_shape: Optional[_Shape] = None,
+    partial: float = 1.0,
+    weight_offset: float = 0.0,
+    bias: Optional[Tensor] = None,
+) -> tuple:
+    """The residual add of a pre-norm block fused with the RMSNorm after it: returns (y, h) with
+    h = input + residual (rounded to their dtype) and y = rms_norm(h), in one pass over memory.
+
+    input and residual have one shape and dtype. normalized_shape defaults to the weight's shape, or
+    the last dimension without a weight; the other arguments are rms_norm's. Autograd reaches input and
+    residual through both outputs: each gets the norm's gradient at h plus the gradient of h itself.
+    """
+    fn = "rmsnorm.torch.add_rms_norm"
+    cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
+                                                             partial, weight_offset, bias)
+    if _eager_cols(input, (cols,), w, b) and type(residual) is Tensor:
+        if _needs_grad(input, w, b) or (torch.is_grad_enabled() and residual.requires_grad):
+            return _ops.EagerAddRmsNorm.apply(input, residual, cols, w, b, eps, partial, weight_offset)
+        y, h, _ = _ops.rms_add_forward(input, residual, cols, w, b, eps, partial, weight_offset, False)
+        return y, h
+    y, h, _ = _ops.add_rms_norm_fwd(input.reshape(-1, cols).contiguous(), residual.reshape(-1, cols).contiguous(),
+                                    _flat(w), _flat(b), eps, partial, weight_offset)
+    return y.view(input.shape), h.view(input.shape)
+
+
+def _overlap(a: Tensor, b: Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def fused_add_rms_norm_(
+    input: Tensor,
+    residual: Tensor,
+    weight: Optional[Tensor] = None,
+    eps: Optional[float] = None,
+    *,
+    normalized_shape: Optional[_Shape] = None,
+    partial: float = 1.0,
+    weight_offset: float = 0.0,
+    bias: Optional[Tensor] = None,
+) -> tuple:
+    """In place, for inference, with vLLM's fused_add_rms_norm semantics: residual <- input + residual, then
+    input <- rms_norm(residual). Returns (input, residual).
+
+    Both must be contiguous, of one shape and dtype, and distinct memory. No autograd: with grad mode on,
+    an argument that requires grad is an error (use add_rms_norm).
+    """
+    fn = "rmsnorm.torch.fused_add_rms_norm_"
+    cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
+                                                             partial, weight_offset, bias)
+    for name, t in (("input", input), ("residual", residual)):
+        if not t.is_contiguous():
+            raise ValueError(f"{fn}: {name} must be contiguous to be updated in place; got strides {t.stride()}")
+    # Under compile data_ptr is not available; the library refuses overlapping outputs there too.
+    if not torch.compiler.is_compiling() and input.device.type == "cpu" and _overlap(input, residual):
+        raise ValueError(f"{fn}: input and residual share memory; both are outputs, so they must be distinct")
+    _refuse_autograd(fn, "the in-place form", input, residual, w, b)
+    if _eager_cols(input, (cols,), w, b) and type(residual) is Tensor:
+        _ops.rms_add_forward(input, residual, cols, w, b, eps, partial, weight_offset, False, y=input, h=residual)
+    else:
+        _ops.fused_add_rms_norm_(input.view(-1, cols), residual.view(-1, cols), _flat(w), _flat(b), eps, partial,
+                                 weight_offset)
+    return input, residual
