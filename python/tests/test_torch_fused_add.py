@@ -295,3 +295,11 @@ def test_meta_tensors_give_shapes():
     x = torch.empty(3, 4, 16, device="meta")
     y, h = rt.add_rms_norm(x, torch.empty_like(x), torch.empty(16, device="meta"))
     assert y.shape == h.shape == x.shape and y.device.type == "meta"
+
+
+def test_double_backward_is_refused(route):
+    x, r, w = make((3, 8), torch.float32, requires_grad=True)
+    y, h = rt.add_rms_norm(x, r, w, 1e-5)
+    (g,) = torch.autograd.grad(y.pow(2).sum() + h.sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError):
+        g.sum().backward()

@@ -27,11 +27,16 @@ from .. import _C, _runtime
 _CODES = {getattr(torch, name): code for code, (_, _, _, name) in _C.DTYPES.items() if hasattr(torch, name)}
 
 
+_F32 = torch.float32
+_empty_like = torch.empty_like
+_grad_enabled = torch.is_grad_enabled
+
+
 # Every tensor whose address goes to the kernel is bound to a local first, so that it outlives the call.
 def _as_f32(p: Optional[Tensor]) -> Optional[Tensor]:
-    if p is None or (p.dtype == torch.float32 and p.is_contiguous()):
+    if p is None or (p.dtype is _F32 and p.is_contiguous()):
         return p
-    return p.to(torch.float32).contiguous()
+    return p.to(_F32).contiguous()
 
 
 def _address(t: Optional[Tensor]) -> Optional[int]:
@@ -39,17 +44,25 @@ def _address(t: Optional[Tensor]) -> Optional[int]:
 
 
 def _like(x: Tensor) -> Tensor:
-    # x is contiguous here; empty_like is the cheapest eager allocation (torch.empty parses more).
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+    # x is contiguous here, so empty_like's default (preserve the layout) is contiguous too, and cheaper
+    # than naming the format; torch.empty parses more.
+    return _empty_like(x)
 
 
 def _stats(rows: int, wanted: bool, device) -> Optional[Tensor]:
-    return torch.empty((rows,), dtype=torch.float32, device=device) if wanted else None
+    return torch.empty((rows,), dtype=_F32, device=device) if wanted else None
 
 
-def _grad_buffer(cols: int, wanted: bool, device) -> Tensor:
-    # Zeros, not empty: with rows = 0 the kernel touches nothing and the sum over no rows is 0.
-    return torch.zeros((cols if wanted else 0,), dtype=torch.float32, device=device)
+def _grad_buffer(rows: int, cols: int, wanted: bool, device) -> Optional[Tensor]:
+    # The kernel overwrites it with the sum over rows; with rows = 0 it touches nothing, so then zeros.
+    if not wanted:
+        return None
+    return torch.empty((cols,), dtype=_F32, device=device) if rows else torch.zeros((cols,), dtype=_F32, device=device)
+
+
+def _or_empty(grad: Optional[Tensor], device) -> Tensor:
+    # The ops' schemas return a tensor for every output: (0,) stands for a gradient not asked for.
+    return torch.empty((0,), dtype=_F32, device=device) if grad is None else grad
 
 
 # ---- Threads ------------------------------------------------------------------------------------
@@ -75,28 +88,35 @@ def follow_torch_threads():
 # out: a contiguous tensor of x's shape and dtype to write y into (checked by the caller), or None.
 def rms_forward(x: Tensor, cols: int, weight, bias, eps: float, partial: float, weight_offset: float, want_rstd: bool,
                 out: Optional[Tensor] = None):
+    # The decode-row hot path: helpers inlined where the call would cost more than its body.
     x = x.contiguous()
     rows = x.numel() // cols
-    w, b = _as_f32(weight), _as_f32(bias)
-    y, rstd = _like(x) if out is None else out, _stats(rows, want_rstd, x.device)
-    follow_torch_threads()
-    _C.rms_forward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, x.data_ptr(), _address(w), _address(b),
-                   y.data_ptr(), _address(rstd))
+    w = weight if weight is None or (weight.dtype is _F32 and weight.is_contiguous()) else _as_f32(weight)
+    b = bias if bias is None else _as_f32(bias)
+    y = _empty_like(x) if out is None else out
+    rstd = _stats(rows, True, x.device) if want_rstd else None
+    if _torch_num_threads() != _runtime.threads_set_for_torch[0]:
+        follow_torch_threads()
+    _C.rms_forward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, x.data_ptr(),
+                   None if w is None else w.data_ptr(), None if b is None else b.data_ptr(), y.data_ptr(),
+                   None if rstd is None else rstd.data_ptr())
     return y, rstd
 
 
 def rms_backward(dy: Tensor, x: Tensor, cols: int, weight, rstd: Tensor, eps: float, partial: float,
                  weight_offset: float, need_dweight: bool, need_dbias: bool):
     x = x.contiguous()
-    dy = dy.to(x.dtype).contiguous()  # autograd may hand over an expanded or strided gradient
+    if dy.dtype is not x.dtype:
+        dy = dy.to(x.dtype)
+    dy = dy.contiguous()  # autograd may hand over an expanded or strided gradient
     rows = x.numel() // cols
     w, rstd = _as_f32(weight), rstd.contiguous()
-    dx = _like(x)
-    dw, db = _grad_buffer(cols, need_dweight, x.device), _grad_buffer(cols, need_dbias, x.device)
-    follow_torch_threads()
+    dx = _empty_like(x)
+    dw, db = _grad_buffer(rows, cols, need_dweight, x.device), _grad_buffer(rows, cols, need_dbias, x.device)
+    if _torch_num_threads() != _runtime.threads_set_for_torch[0]:
+        follow_torch_threads()
     _C.rms_backward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, dy.data_ptr(), x.data_ptr(), _address(w),
-                    rstd.data_ptr(), dx.data_ptr(), dw.data_ptr() if need_dweight else None,
-                    db.data_ptr() if need_dbias else None)
+                    rstd.data_ptr(), dx.data_ptr(), _address(dw), _address(db))
     return dx, dw, db
 
 
@@ -131,21 +151,23 @@ def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bo
 def layer_backward(dy: Tensor, x: Tensor, cols: int, weight, mean: Tensor, rstd: Tensor, eps: float,
                    need_dweight: bool, need_dbias: bool):
     x = x.contiguous()
-    dy = dy.to(x.dtype).contiguous()
+    if dy.dtype is not x.dtype:
+        dy = dy.to(x.dtype)
+    dy = dy.contiguous()
     rows = x.numel() // cols
     w, mean, rstd = _as_f32(weight), mean.contiguous(), rstd.contiguous()
-    dx = _like(x)
-    dw, db = _grad_buffer(cols, need_dweight, x.device), _grad_buffer(cols, need_dbias, x.device)
+    dx = _empty_like(x)
+    dw, db = _grad_buffer(rows, cols, need_dweight, x.device), _grad_buffer(rows, cols, need_dbias, x.device)
     follow_torch_threads()
     _C.layer_backward(rows, cols, _CODES[x.dtype], eps, 1.0, 0.0, dy.data_ptr(), x.data_ptr(), _address(w),
-                      mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), dw.data_ptr() if need_dweight else None,
-                      db.data_ptr() if need_dbias else None)
+                      mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), _address(dw), _address(db))
     return dx, dw, db
 
 
 def _param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype):
     # Gradients come back in each parameter's own dtype (a bf16 weight gets a bf16 grad), like torch's.
-    return dw.to(weight_dtype) if need_dw else None, db.to(bias_dtype) if need_db else None
+    return (None if not need_dw else dw if weight_dtype is _F32 else dw.to(weight_dtype),
+            None if not need_db else db if bias_dtype is _F32 else db.to(bias_dtype))
 
 
 def _dtype(p: Optional[Tensor]):
@@ -179,7 +201,8 @@ def rms_norm_bwd(
     need_dweight: bool,
     need_dbias: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return rms_backward(dy, x, x.shape[1], weight, rstd, eps, partial, weight_offset, need_dweight, need_dbias)
+    dx, dw, db = rms_backward(dy, x, x.shape[1], weight, rstd, eps, partial, weight_offset, need_dweight, need_dbias)
+    return dx, _or_empty(dw, x.device), _or_empty(db, x.device)
 
 
 @rms_norm_bwd.register_fake
@@ -321,7 +344,8 @@ def layer_norm_bwd(
     need_dweight: bool,
     need_dbias: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return layer_backward(dy, x, x.shape[1], weight, mean, rstd, eps, need_dweight, need_dbias)
+    dx, dw, db = layer_backward(dy, x, x.shape[1], weight, mean, rstd, eps, need_dweight, need_dbias)
+    return dx, _or_empty(dw, x.device), _or_empty(db, x.device)
 
 
 @layer_norm_bwd.register_fake
@@ -355,24 +379,44 @@ layer_norm_fwd.register_autograd(_layer_backward, setup_context=_layer_setup_con
 # ---- Eager training: the same kernels as plain autograd Functions ------------------------------
 
 
+def _eager_rms_backward(ctx, dy):
+    x, weight, rstd = ctx.saved_tensors
+    need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
+    cols, eps, partial, weight_offset, weight_dtype, bias_dtype = ctx.config
+    dx, dw, db = rms_backward(dy, x, cols, weight, rstd, eps, partial, weight_offset, need_dw, need_db)
+    return (dx if need_dx else None, None, *_param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype),
+            None, None, None)
+
+
+_eager_rms_backward_once = torch.autograd.function.once_differentiable(_eager_rms_backward)
+
+
 class EagerRmsNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, cols, weight, bias, eps, partial, weight_offset):
         y, rstd = rms_forward(x, cols, weight, bias, eps, partial, weight_offset, True)
         ctx.save_for_backward(x, weight, rstd)
-        ctx.config = (cols, eps, partial, weight_offset)
-        ctx.dtypes = (_dtype(weight), _dtype(bias))
+        ctx.config = (cols, eps, partial, weight_offset, _dtype(weight), _dtype(bias))
         return y
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
-        x, weight, rstd = ctx.saved_tensors
-        need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
-        cols, eps, partial, weight_offset = ctx.config
-        dx, dw, db = rms_backward(dy, x, cols, weight, rstd, eps, partial, weight_offset, need_dw, need_db)
-        return (dx if need_dx else None, None,
-                *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None, None, None)
+        # The engine runs a backward without grad mode unless create_graph=True; only then is
+        # once_differentiable's guard (an error on double backward) needed, and its no_grad block paid.
+        if _grad_enabled():
+            return _eager_rms_backward_once(ctx, dy)
+        return _eager_rms_backward(ctx, dy)
+
+
+def _eager_layer_backward(ctx, dy):
+    x, weight, mean, rstd = ctx.saved_tensors
+    need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
+    cols, eps, weight_dtype, bias_dtype = ctx.config
+    dx, dw, db = layer_backward(dy, x, cols, weight, mean, rstd, eps, need_dw, need_db)
+    return (dx if need_dx else None, None, *_param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype), None)
+
+
+_eager_layer_backward_once = torch.autograd.function.once_differentiable(_eager_layer_backward)
 
 
 class EagerLayerNorm(torch.autograd.Function):
@@ -380,18 +424,29 @@ class EagerLayerNorm(torch.autograd.Function):
     def forward(ctx, x, cols, weight, bias, eps):
         y, mean, rstd = layer_forward(x, cols, weight, bias, eps, True)
         ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.config = (cols, eps)
-        ctx.dtypes = (_dtype(weight), _dtype(bias))
+        ctx.config = (cols, eps, _dtype(weight), _dtype(bias))
         return y
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
-        x, weight, mean, rstd = ctx.saved_tensors
-        need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
-        cols, eps = ctx.config
-        dx, dw, db = layer_backward(dy, x, cols, weight, mean, rstd, eps, need_dw, need_db)
-        return (dx if need_dx else None, None, *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None)
+        # As EagerRmsNorm.backward: the double-backward guard only where grad mode is on.
+        if _grad_enabled():
+            return _eager_layer_backward_once(ctx, dy)
+        return _eager_layer_backward(ctx, dy)
+
+
+def _eager_add_rms_backward(ctx, dy, dh):
+    h, weight, rstd = ctx.saved_tensors
+    need_dx, need_dres, _, need_dw, need_db = ctx.needs_input_grad[:5]
+    cols, eps, partial, weight_offset, weight_dtype, bias_dtype = ctx.config
+    dh_norm, dw, db = rms_backward(dy, h, cols, weight, rstd, eps, partial, weight_offset, need_dw, need_db)
+    dh_total = _sum_with_h_grad(dh_norm, dh)
+    dres = (dh_total.clone() if need_dx else dh_total) if need_dres else None
+    return (dh_total if need_dx else None, dres, None, *_param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype),
+            None, None, None)
+
+
+_eager_add_rms_backward_once = torch.autograd.function.once_differentiable(_eager_add_rms_backward)
 
 
 class EagerAddRmsNorm(torch.autograd.Function):
@@ -399,18 +454,12 @@ class EagerAddRmsNorm(torch.autograd.Function):
     def forward(ctx, x, residual, cols, weight, bias, eps, partial, weight_offset):
         y, h, rstd = rms_add_forward(x, residual, cols, weight, bias, eps, partial, weight_offset, True)
         ctx.save_for_backward(h, weight, rstd)
-        ctx.config = (cols, eps, partial, weight_offset)
-        ctx.dtypes = (_dtype(weight), _dtype(bias))
+        ctx.config = (cols, eps, partial, weight_offset, _dtype(weight), _dtype(bias))
         return y, h
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy, dh):
-        h, weight, rstd = ctx.saved_tensors
-        need_dx, need_dres, _, need_dw, need_db = ctx.needs_input_grad[:5]
-        cols, eps, partial, weight_offset = ctx.config
-        dh_norm, dw, db = rms_backward(dy, h, cols, weight, rstd, eps, partial, weight_offset, need_dw, need_db)
-        dh_total = _sum_with_h_grad(dh_norm, dh)
-        dres = (dh_total.clone() if need_dx else dh_total) if need_dres else None
-        return (dh_total if need_dx else None, dres, None,
-                *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None, None, None)
+        # As EagerRmsNorm.backward.
+        if _grad_enabled():
+            return _eager_add_rms_backward_once(ctx, dy, dh)
+        return _eager_add_rms_backward(ctx, dy, dh)

@@ -45,8 +45,15 @@ _PROBES = (
     _find(torch._C, "_get_tracing_state"),  # torch.jit.trace records dispatcher ops only
 )
 _FAST_PATH = all(p is not None for p in _PROBES) and hasattr(torch.compiler, "is_compiling")
+# Bound once: each module attribute lookup on the eager route is paid on every call.
+_FUNCTION_MODE, _DISPATCH_DEPTH, _FUNCTORCH_LEVEL, _JIT_TRACING = _PROBES
+_is_compiling = torch.compiler.is_compiling if _FAST_PATH else None
+_STRIDED = torch.strided
+_CODES = _ops._CODES
 
 _PARAM_TYPES = (Tensor, torch.nn.Parameter)
+_EagerRmsNorm_apply = _ops.EagerRmsNorm.apply
+_rms_forward = _ops.rms_forward
 
 
 def _eager_cols(input, normalized_shape, weight, bias):
@@ -56,37 +63,41 @@ def _eager_cols(input, normalized_shape, weight, bias):
     every kind of bad argument, goes the general way, which raises the descriptive errors.
     """
     # First: under torch.compile this is a constant and the rest is never traced.
-    if not _FAST_PATH or torch.compiler.is_compiling():
+    if not _FAST_PATH or _is_compiling():
         return 0
-    if type(input) is not Tensor or not input.is_cpu or input.layout != torch.strided:
+    if (type(input) is not Tensor or not input.is_cpu or input.layout is not _STRIDED or input.dtype not in _CODES
+            or input.ndim == 0):
         return 0
-    if type(normalized_shape) is int:
+    kind = type(normalized_shape)
+    if kind is int:
         cols = normalized_shape
-    elif type(normalized_shape) is tuple and len(normalized_shape) == 1 and type(normalized_shape[0]) is int:
+    elif kind is tuple and len(normalized_shape) == 1 and type(normalized_shape[0]) is int:
         cols = normalized_shape[0]
     else:
         return 0
-    if cols < 1 or input.dim() < 1 or input.shape[-1] != cols or input.dtype not in _ops._CODES:
+    if cols < 1 or input.shape[-1] != cols:
         return 0
-    for p in (weight, bias):
-        if p is not None:
-            if (type(p) not in _PARAM_TYPES or not p.is_cpu or p.dtype not in _ops._CODES or p.dim() != 1
-                    or p.shape[0] != cols):
-                return 0
-    mode_enabled, dispatch_stack, interpreter, jit_tracing = _PROBES
-    if mode_enabled() or dispatch_stack() != 0 or interpreter() is not None or jit_tracing() is not None:
+    if weight is not None and (type(weight) not in _PARAM_TYPES or not weight.is_cpu or weight.dtype not in _CODES
+                               or weight.ndim != 1 or weight.shape[0] != cols):
+        return 0
+    if bias is not None and (type(bias) not in _PARAM_TYPES or not bias.is_cpu or bias.dtype not in _CODES
+                             or bias.ndim != 1 or bias.shape[0] != cols):
+        return 0
+    if _FUNCTION_MODE() or _DISPATCH_DEPTH() or _FUNCTORCH_LEVEL() is not None or _JIT_TRACING() is not None:
         return 0
     return cols
 
 
+_grad_enabled = torch.is_grad_enabled
+
+
 def _needs_grad(input, weight, bias):
-    return torch.is_grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
-                                        or (bias is not None and bias.requires_grad))
+    return _grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
+                                or (bias is not None and bias.requires_grad))
 
 
-def _plain_scalars(*values):
+def _plain_scalars(eps, partial, offset):
     # Python floats in range: eps >= 0, 0 < partial <= 1, |weight_offset| finite. NaN fails every test.
-    eps, partial, offset = values
     return (type(eps) is float and 0.0 <= eps <= F32_MAX and type(partial) is float and 0.0 < partial <= 1.0
             and type(offset) is float and -F32_MAX <= offset <= F32_MAX)
 
@@ -185,10 +196,13 @@ def rms_norm(
         return _rms_norm_into(input, normalized_shape, weight, eps, partial, weight_offset, bias, out)
     e = RMS_NORM_DEFAULT_EPS if eps is None else eps
     cols = _eager_cols(input, normalized_shape, weight, bias)
-    if cols and _plain_scalars(e, partial, weight_offset):
-        if _needs_grad(input, weight, bias):
-            return _ops.EagerRmsNorm.apply(input, cols, weight, bias, e, partial, weight_offset)
-        return _ops.rms_forward(input, cols, weight, bias, e, partial, weight_offset, False)[0]
+    # _plain_scalars and _needs_grad, inlined: this is the per-call cost of a decode step.
+    if (cols and type(e) is float and 0.0 <= e <= F32_MAX and type(partial) is float and 0.0 < partial <= 1.0
+            and type(weight_offset) is float and -F32_MAX <= weight_offset <= F32_MAX):
+        if _grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
+                                or (bias is not None and bias.requires_grad)):
+            return _EagerRmsNorm_apply(input, cols, weight, bias, e, partial, weight_offset)
+        return _rms_forward(input, cols, weight, bias, e, partial, weight_offset, False)[0]
     fn = "rmsnorm.torch.rms_norm"
     _check_input(fn, input)
     shape, cols = _check_shape(fn, input, normalized_shape)
