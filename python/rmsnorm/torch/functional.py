@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .._checks import F32_MAX, check_eps, check_offset, check_partial
-from . import _ops
+from . import _ops, _sharding
 
 # torch.nn.RMSNorm's eps=None: the machine epsilon of the computation type, which is float32 for the
 # float32, bfloat16 and float16 inputs the kernels take.
@@ -212,6 +212,7 @@ def rms_norm(
     partial = check_partial(fn, partial)
     weight_offset = check_offset(fn, weight_offset)
     x = input.reshape(-1, cols).contiguous()
+    _sharding.ensure_registered()
     y, _ = _ops.rms_norm_fwd(x, _flat(w), _flat(b), eps, partial, weight_offset)
     return y.view(input.shape)
 
@@ -243,6 +244,7 @@ def layer_norm(
     b = _check_param(fn, "bias", bias, input, shape)
     eps = check_eps(fn, eps)
     x = input.reshape(-1, cols).contiguous()
+    _sharding.ensure_registered()
     y, _, _ = _ops.layer_norm_fwd(x, _flat(w), _flat(b), eps)
     return y.view(input.shape)
 
@@ -365,6 +367,7 @@ def add_rms_norm(
             return _ops.EagerAddRmsNorm.apply(input, residual, cols, w, b, eps, partial, weight_offset)
         y, h, _ = _ops.rms_add_forward(input, residual, cols, w, b, eps, partial, weight_offset, False)
         return y, h
+    _sharding.ensure_registered()
     y, h, _ = _ops.add_rms_norm_fwd(input.reshape(-1, cols).contiguous(), residual.reshape(-1, cols).contiguous(),
                                     _flat(w), _flat(b), eps, partial, weight_offset)
     return y.view(input.shape), h.view(input.shape)
