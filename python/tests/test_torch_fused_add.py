@@ -209,6 +209,8 @@ def test_functional_refuses_bad_arguments():
         rt.add_rms_norm(x, r, w[:8])  # the weight's shape sets normalized_shape, which x's does not end with
     with pytest.raises(ValueError, match="eps"):
         rt.add_rms_norm(x, r, w, float("nan"))
+    with pytest.raises(TypeError, match="dense"):
+        rt.add_rms_norm(x, r.to_sparse(), w)
 
 
 def test_module_is_rmsnorm_with_a_residual(route):

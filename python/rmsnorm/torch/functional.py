@@ -320,6 +320,8 @@ def _check_residual(fn, residual, input):
     _check_device(fn, "residual", residual)
     if residual.device != input.device:
         raise ValueError(f"{fn}: residual is on {residual.device} but input is on {input.device}")
+    if residual.layout != torch.strided:
+        raise TypeError(f"{fn}: residual must be a dense (strided) tensor, got layout {residual.layout}")
     if residual.dtype != input.dtype:
         raise TypeError(f"{fn}: residual has dtype {residual.dtype} but input has {input.dtype}; the fused add "
                         f"takes both in one dtype")
