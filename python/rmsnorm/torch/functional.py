@@ -343,6 +343,24 @@ def _add_norm_args(fn, input, residual, weight, eps, normalized_shape, partial, 
     return cols, w, b, eps, check_partial(fn, partial), check_offset(fn, weight_offset)
 
 
+def _eager_add_cols(input, residual, weight, bias, normalized_shape):
+    """cols when add_rms_norm may take the eager route (as _eager_cols, plus a residual like the input)."""
+    if normalized_shape is None:
+        if weight is not None:
+            if type(weight) not in _PARAM_TYPES or weight.ndim != 1:
+                return 0
+            normalized_shape = weight.shape[0]
+        elif type(input) is Tensor and input.ndim > 0:
+            normalized_shape = input.shape[-1]
+        else:
+            return 0
+    cols = _eager_cols(input, normalized_shape, weight, bias)
+    if (not cols or type(residual) is not Tensor or residual.dtype is not input.dtype or not residual.is_cpu
+            or residual.layout is not _STRIDED or residual.shape != input.shape):
+        return 0
+    return cols
+
+
 def add_rms_norm(
     input: Tensor,
     residual: Tensor,
@@ -361,14 +379,16 @@ def add_rms_norm(
     the last dimension without a weight; the other arguments are rms_norm's. Autograd reaches input and
     residual through both outputs: each gets the norm's gradient at h plus the gradient of h itself.
     """
+    e = RMS_NORM_DEFAULT_EPS if eps is None else eps
+    cols = _eager_add_cols(input, residual, weight, bias, normalized_shape)
+    if cols and _plain_scalars(e, partial, weight_offset):
+        if _needs_grad(input, weight, bias) or (_grad_enabled() and residual.requires_grad):
+            return _ops.EagerAddRmsNorm.apply(input, residual, cols, weight, bias, e, partial, weight_offset)
+        y, h, _ = _ops.rms_add_forward(input, residual, cols, weight, bias, e, partial, weight_offset, False)
+        return y, h
     fn = "rmsnorm.torch.add_rms_norm"
     cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
                                                              partial, weight_offset, bias)
-    if _eager_cols(input, (cols,), w, b) and type(residual) is Tensor:
-        if _needs_grad(input, w, b) or (torch.is_grad_enabled() and residual.requires_grad):
-            return _ops.EagerAddRmsNorm.apply(input, residual, cols, w, b, eps, partial, weight_offset)
-        y, h, _ = _ops.rms_add_forward(input, residual, cols, w, b, eps, partial, weight_offset, False)
-        return y, h
     _sharding.ensure_registered()
     y, h, _ = _ops.add_rms_norm_fwd(input.reshape(-1, cols).contiguous(), residual.reshape(-1, cols).contiguous(),
                                     _flat(w), _flat(b), eps, partial, weight_offset)
