@@ -5,16 +5,18 @@ Two routes, one set of kernel calls:
 - The custom ops (namespace ``rmsnorm``) are what torch.compile, export, FakeTensor, dispatch modes and
   functorch see: each is a single opaque node with a fake implementation giving output shapes, and
   register_autograd routes the backward to the fused backward kernel with the statistics that the
-  forward saved. They take 2-D contiguous (rows, cols) activations and 1-D parameters.
+  forward saved. They take 2-D contiguous (rows, cols) activations and 1-D parameters. Besides the
+  norms' forward and backward: add_rms_norm_fwd (the fused residual add, differentiable), and the
+  mutating fused_add_rms_norm_ (in place), rms_norm_out and layer_norm_out (out=), which have no autograd.
 - Plain eager calls (functional.py decides when; see _eager_cols there) skip the dispatcher, whose
   Python custom-op machinery costs tens of microseconds a call: more than the kernel on a decode row.
-  Inference calls the forward directly; training goes through EagerRmsNorm / EagerLayerNorm, ordinary
-  autograd Functions over the same kernel calls.
+  Inference calls the forward directly; training goes through EagerRmsNorm / EagerLayerNorm /
+  EagerAddRmsNorm, ordinary autograd Functions over the same kernel calls.
 
-    x, y, dy, dx: (rows, cols), or any shape whose last dims hold cols elements, in f32/bf16/f16
+    x, residual, y, h, dy, dx: (rows, cols), or any shape whose last dims hold cols elements, in f32/bf16/f16
     weight, bias: (cols) in any of those dtypes (used as f32), or None for "absent"
     mean, rstd:   (rows) float32
-    dweight, dbias: (cols) float32, or (0,) when not asked for
+    dweight, dbias: (cols) float32; when not asked for, None from the kernel calls and (0,) from the ops
 """
 from typing import Optional
 
