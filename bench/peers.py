@@ -7,7 +7,7 @@
     python bench/peers.py --alloc default       # torch's outputs on fresh pages, as out of the box
     python bench/peers.py --sweep --onednn-json out/sweep-onednn.json   # GB/s against row length: out/sweep.png
 
-For each shape (a decode row, 4096 x 4096, 8192 x 4096) and dtype (f32, bf16) it times, forward and
+For each shape (a decode row, 16 rows, 4096 x 4096, 8192 x 4096) and dtype (f32, bf16) it times, forward and
 forward+backward:
 
     rmsnorm.torch.rms_norm     ours, through the PyTorch drop-in a user calls
@@ -64,7 +64,7 @@ GB = 1e9
 
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--shapes", default="1x4096,4096x4096,8192x4096", help="comma-separated ROWSxCOLS")
+    p.add_argument("--shapes", default="1x4096,16x4096,4096x4096,8192x4096", help="comma-separated ROWSxCOLS")
     p.add_argument("--dtypes", default="f32,bf16", help="comma-separated: f32, bf16, f16")
     p.add_argument("--threads", type=int, default=available_cpus(), help="threads for every peer (default: all "
                    "the CPUs this process may use, as oneDNN's TBB takes)")
@@ -164,7 +164,7 @@ def main(argv=None):
                 print_group(results, rows, cols, dname, direction)
             case.release()
 
-    summary = evaluate_targets(results)
+    summary = evaluate_targets(results) + evaluate_call_overhead(results)
     write_outputs(args, {"results": results, "targets": summary}, lambda: plot(results, args.png))
     return 0
 
@@ -483,6 +483,38 @@ def evaluate_targets(results, rows=4096, cols=4096, dtype="f32"):
         status = ("MET" if met else "MISSED") + ("" if firm else " (within noise)")
         print(f"  [{status:^6s}] {text}: {ratio:.2f}x (quartile range {lo:.2f}x .. {hi:.2f}x)")
         summary.append(dict(target=text, status=status, ratio=ratio, ratio_lo=lo, ratio_hi=hi))
+    return summary
+
+
+# Issue 17: on the small shapes a call is mostly overhead, and ours must cost no more than F.layer_norm's.
+OVERHEAD_SHAPES = ((1, 4096), (16, 4096))
+
+
+def evaluate_call_overhead(results, dtype="f32"):
+    print(f"\ncall overhead, small shapes {dtype} (ratio = F.layer_norm median / our rms_norm median; "
+          f"target >= 1.00):")
+    summary = []
+    for rows, cols in OVERHEAD_SHAPES:
+        for direction in ("fwd", "fwd+bwd"):
+            def find(peer):
+                return next((r for r in results if (r["rows"], r["cols"], r["dtype"], r["direction"], r["peer"]) ==
+                             (rows, cols, dtype, direction, peer) and "median_s" in r), None)
+
+            ours, ln = find("rmsnorm.torch.rms_norm"), find("F.layer_norm (torch fused)")
+            text = f"{direction} {rows}x{cols}: ours {fmt_time(ours and ours['median_s'])}, " \
+                   f"F.layer_norm {fmt_time(ln and ln['median_s'])}"
+            if not ours or not ln:
+                print(f"  [ n/a  ] {text}: not measured in this run")
+                summary.append(dict(target=f"overhead {direction} {rows}x{cols}", status="n/a"))
+                continue
+            ratio = ln["median_s"] / ours["median_s"]
+            lo, hi = ln["q1_s"] / ours["q3_s"], ln["q3_s"] / ours["q1_s"]
+            met = ratio >= 1.0
+            firm = lo >= 1.0 if met else hi < 1.0
+            status = ("MET" if met else "MISSED") + ("" if firm else " (within noise)")
+            print(f"  [{status:^6s}] {text}: {ratio:.2f}x (quartile range {lo:.2f}x .. {hi:.2f}x)")
+            summary.append(dict(target=f"overhead {direction} {rows}x{cols}", status=status, ratio=ratio,
+                                ratio_lo=lo, ratio_hi=hi))
     return summary
 
 

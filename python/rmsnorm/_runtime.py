@@ -22,16 +22,23 @@ def partial_size(cols, partial):
     return _C.partial_size(cols, partial)
 
 
+# The thread count rmsnorm.torch last set to follow torch's (0: none yet, or overridden since by
+# set_num_threads): a list, so that rmsnorm.torch updates it in place without a global statement.
+threads_set_for_torch = [0]
+
+
 def set_num_threads(n):
     """Threads the kernels use; 0 means all hardware threads. Results do not depend on it, bit for bit.
 
-    The default is all hardware threads, or RMSNORM_NUM_THREADS from the environment. It is separate from
-    torch.set_num_threads: the kernels run on the library's own thread pool.
+    The default is all hardware threads, or RMSNORM_NUM_THREADS from the environment. Calls through
+    rmsnorm.torch use torch's intra-op thread count instead (torch.get_num_threads()): the next such call
+    sets it again, for the whole process, so this setting holds for NumPy calls until then.
     """
     n = check_int("rmsnorm.set_num_threads", "n", n, low=0)
     if n > 2**31 - 1:
         raise ValueError(f"rmsnorm.set_num_threads: n must fit in a C int, got {n}")
     _C.set_num_threads(n)
+    threads_set_for_torch[0] = 0
 
 
 def get_num_threads():

@@ -114,11 +114,18 @@ rmsnorm_config make_config(int64_t rows, int64_t cols, int dtype, float eps, flo
   return c;
 }
 
-// Kernels run without the GIL so other Python threads (data loaders, DDP's reducer) keep going.
+// Kernels run without the GIL so other Python threads (data loaders, DDP's reducer) keep going, except
+// calls over fewer than kKeepGilElements elements (a decode row), where releasing and taking back the GIL
+// would be a noticeable share of the call and other threads would gain next to nothing.
+constexpr int64_t kKeepGilElements = 16384;
+
 template <class Call>
-void run(const Call& call) {
+void run(const rmsnorm_config& c, const Call& call) {
   rmsnorm_status status;
-  {
+  int64_t elements = 0;
+  if (c.rows >= 0 && c.cols >= 0 && !__builtin_mul_overflow(c.rows, c.cols, &elements) && elements < kKeepGilElements) {
+    status = call();
+  } else {
     nb::gil_scoped_release release;
     status = call();
   }
@@ -148,7 +155,7 @@ void DefineOp(nb::module_& m, std::index_sequence<I...>) {
         const nb::handle handles[] = {tensors...};
         const Operand operands[] = {OperandOf(c, info.tensors[I], handles[I])...};
         void* ordered[] = {operands[I].template as<void>()...};
-        run([&] { return info.call(&c, ordered); });
+        run(c, [&] { return info.call(&c, ordered); });
       },
       nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("partial"), nb::arg("weight_offset"),
       nb::arg(reg::Info(op.tensors[I].tensor).name).none()...);

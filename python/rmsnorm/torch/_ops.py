@@ -5,33 +5,40 @@ Two routes, one set of kernel calls:
 - The custom ops (namespace ``rmsnorm``) are what torch.compile, export, FakeTensor, dispatch modes and
   functorch see: each is a single opaque node with a fake implementation giving output shapes, and
   register_autograd routes the backward to the fused backward kernel with the statistics that the
-  forward saved. They take 2-D contiguous (rows, cols) activations and 1-D parameters.
+  forward saved. They take 2-D contiguous (rows, cols) activations and 1-D parameters. Besides the
+  norms' forward and backward: add_rms_norm_fwd (the fused residual add, differentiable), and the
+  mutating fused_add_rms_norm_ (in place), rms_norm_out and layer_norm_out (out=), which have no autograd.
 - Plain eager calls (functional.py decides when; see _eager_cols there) skip the dispatcher, whose
   Python custom-op machinery costs tens of microseconds a call: more than the kernel on a decode row.
-  Inference calls the forward directly; training goes through EagerRmsNorm / EagerLayerNorm, ordinary
-  autograd Functions over the same kernel calls.
+  Inference calls the forward directly; training goes through EagerRmsNorm / EagerLayerNorm /
+  EagerAddRmsNorm, ordinary autograd Functions over the same kernel calls.
 
-    x, y, dy, dx: (rows, cols), or any shape whose last dims hold cols elements, in f32/bf16/f16
+    x, residual, y, h, dy, dx: (rows, cols), or any shape whose last dims hold cols elements, in f32/bf16/f16
     weight, bias: (cols) in any of those dtypes (used as f32), or None for "absent"
     mean, rstd:   (rows) float32
-    dweight, dbias: (cols) float32, or (0,) when not asked for
+    dweight, dbias: (cols) float32; when not asked for, None from the kernel calls and (0,) from the ops
 """
 from typing import Optional
 
 import torch
 from torch import Tensor
 
-from .. import _C
+from .. import _C, _runtime
 
 # The library's dtypes as torch spells them (the registry's list, rmsnorm._C.DTYPES).
 _CODES = {getattr(torch, name): code for code, (_, _, _, name) in _C.DTYPES.items() if hasattr(torch, name)}
 
 
+_F32 = torch.float32
+_empty_like = torch.empty_like
+_grad_enabled = torch.is_grad_enabled
+
+
 # Every tensor whose address goes to the kernel is bound to a local first, so that it outlives the call.
 def _as_f32(p: Optional[Tensor]) -> Optional[Tensor]:
-    if p is None or (p.dtype == torch.float32 and p.is_contiguous()):
+    if p is None or (p.dtype is _F32 and p.is_contiguous()):
         return p
-    return p.to(torch.float32).contiguous()
+    return p.to(_F32).contiguous()
 
 
 def _address(t: Optional[Tensor]) -> Optional[int]:
@@ -39,51 +46,105 @@ def _address(t: Optional[Tensor]) -> Optional[int]:
 
 
 def _like(x: Tensor) -> Tensor:
-    # x is contiguous here; empty_like is the cheapest eager allocation (torch.empty parses more).
-    return torch.empty_like(x, memory_format=torch.contiguous_format)
+    # x is contiguous here, so empty_like's default (preserve the layout) is contiguous too, and cheaper
+    # than naming the format; torch.empty parses more.
+    return _empty_like(x)
 
 
 def _stats(rows: int, wanted: bool, device) -> Optional[Tensor]:
-    return torch.empty((rows,), dtype=torch.float32, device=device) if wanted else None
+    return torch.empty((rows,), dtype=_F32, device=device) if wanted else None
 
 
-def _grad_buffer(cols: int, wanted: bool, device) -> Tensor:
-    # Zeros, not empty: with rows = 0 the kernel touches nothing and the sum over no rows is 0.
-    return torch.zeros((cols if wanted else 0,), dtype=torch.float32, device=device)
+def _grad_buffer(rows: int, cols: int, wanted: bool, device) -> Optional[Tensor]:
+    # The kernel overwrites it with the sum over rows; with rows = 0 it touches nothing, so then zeros.
+    if not wanted:
+        return None
+    return torch.empty((cols,), dtype=_F32, device=device) if rows else torch.zeros((cols,), dtype=_F32, device=device)
+
+
+def _or_empty(grad: Optional[Tensor], device) -> Tensor:
+    # The ops' schemas return a tensor for every output: (0,) stands for a gradient not asked for.
+    return torch.empty((0,), dtype=_F32, device=device) if grad is None else grad
+
+
+# ---- Threads ------------------------------------------------------------------------------------
+
+# Calls from torch run on torch's intra-op thread count, so that torch.set_num_threads governs our
+# kernels as it does torch's own and the two pools do not ask for more cores than torch was given. The
+# library's count is process-wide and setting it is cheap but not free, so it is set only when torch's
+# count differs from the one last set here; rmsnorm.set_num_threads forgets that value (_runtime), so
+# the next torch call sets torch's count again.
+_torch_num_threads = torch.get_num_threads
+
+
+def follow_torch_threads():
+    n = _torch_num_threads()
+    if n != _runtime.threads_set_for_torch[0]:
+        _C.set_num_threads(n)
+        _runtime.threads_set_for_torch[0] = n
 
 
 # ---- Kernel calls -------------------------------------------------------------------------------
 
 
-def rms_forward(x: Tensor, cols: int, weight, bias, eps: float, partial: float, weight_offset: float, want_rstd: bool):
+# out: a contiguous tensor of x's shape and dtype to write y into (checked by the caller), or None.
+def rms_forward(x: Tensor, cols: int, weight, bias, eps: float, partial: float, weight_offset: float, want_rstd: bool,
+                out: Optional[Tensor] = None):
+    # The decode-row hot path: helpers inlined where the call would cost more than its body.
     x = x.contiguous()
     rows = x.numel() // cols
-    w, b = _as_f32(weight), _as_f32(bias)
-    y, rstd = _like(x), _stats(rows, want_rstd, x.device)
-    _C.rms_forward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, x.data_ptr(), _address(w), _address(b),
-                   y.data_ptr(), _address(rstd))
+    w = weight if weight is None or (weight.dtype is _F32 and weight.is_contiguous()) else _as_f32(weight)
+    b = bias if bias is None else _as_f32(bias)
+    y = _empty_like(x) if out is None else out
+    rstd = _stats(rows, True, x.device) if want_rstd else None
+    if _torch_num_threads() != _runtime.threads_set_for_torch[0]:
+        follow_torch_threads()
+    _C.rms_forward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, x.data_ptr(),
+                   None if w is None else w.data_ptr(), None if b is None else b.data_ptr(), y.data_ptr(),
+                   None if rstd is None else rstd.data_ptr())
     return y, rstd
 
 
 def rms_backward(dy: Tensor, x: Tensor, cols: int, weight, rstd: Tensor, eps: float, partial: float,
                  weight_offset: float, need_dweight: bool, need_dbias: bool):
     x = x.contiguous()
-    dy = dy.to(x.dtype).contiguous()  # autograd may hand over an expanded or strided gradient
+    if dy.dtype is not x.dtype:
+        dy = dy.to(x.dtype)
+    dy = dy.contiguous()  # autograd may hand over an expanded or strided gradient
     rows = x.numel() // cols
     w, rstd = _as_f32(weight), rstd.contiguous()
-    dx = _like(x)
-    dw, db = _grad_buffer(cols, need_dweight, x.device), _grad_buffer(cols, need_dbias, x.device)
+    dx = _empty_like(x)
+    dw, db = _grad_buffer(rows, cols, need_dweight, x.device), _grad_buffer(rows, cols, need_dbias, x.device)
+    if _torch_num_threads() != _runtime.threads_set_for_torch[0]:
+        follow_torch_threads()
     _C.rms_backward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, dy.data_ptr(), x.data_ptr(), _address(w),
-                    rstd.data_ptr(), dx.data_ptr(), dw.data_ptr() if need_dweight else None,
-                    db.data_ptr() if need_dbias else None)
+                    rstd.data_ptr(), dx.data_ptr(), _address(dw), _address(db))
     return dx, dw, db
 
 
-def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bool):
+def rms_add_forward(x: Tensor, residual: Tensor, cols: int, weight, bias, eps: float, partial: float,
+                    weight_offset: float, want_rstd: bool, y: Optional[Tensor] = None, h: Optional[Tensor] = None):
+    """y = RMSNorm(h) and h = x + residual (rounded to the dtype). y and h may be given (contiguous, x's shape
+    and dtype; the in-place form passes y=x, h=residual, which the C ABI allows), else they are new."""
+    x, residual = x.contiguous(), residual.contiguous()
+    rows = x.numel() // cols
+    w, b = _as_f32(weight), _as_f32(bias)
+    y = _like(x) if y is None else y
+    h = _like(x) if h is None else h
+    rstd = _stats(rows, want_rstd, x.device)
+    follow_torch_threads()
+    _C.rms_add_forward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, x.data_ptr(), residual.data_ptr(),
+                       _address(w), _address(b), y.data_ptr(), h.data_ptr(), _address(rstd))
+    return y, h, rstd
+
+
+def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bool, out: Optional[Tensor] = None):
     x = x.contiguous()
     rows = x.numel() // cols
     w, b = _as_f32(weight), _as_f32(bias)
-    y, mean, rstd = _like(x), _stats(rows, want_stats, x.device), _stats(rows, want_stats, x.device)
+    y = _like(x) if out is None else out
+    mean, rstd = _stats(rows, want_stats, x.device), _stats(rows, want_stats, x.device)
+    follow_torch_threads()
     _C.layer_forward(rows, cols, _CODES[x.dtype], eps, 1.0, 0.0, x.data_ptr(), _address(w), _address(b), y.data_ptr(),
                      _address(mean), _address(rstd))
     return y, mean, rstd
@@ -92,20 +153,23 @@ def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bo
 def layer_backward(dy: Tensor, x: Tensor, cols: int, weight, mean: Tensor, rstd: Tensor, eps: float,
                    need_dweight: bool, need_dbias: bool):
     x = x.contiguous()
-    dy = dy.to(x.dtype).contiguous()
+    if dy.dtype is not x.dtype:
+        dy = dy.to(x.dtype)
+    dy = dy.contiguous()
     rows = x.numel() // cols
     w, mean, rstd = _as_f32(weight), mean.contiguous(), rstd.contiguous()
-    dx = _like(x)
-    dw, db = _grad_buffer(cols, need_dweight, x.device), _grad_buffer(cols, need_dbias, x.device)
+    dx = _empty_like(x)
+    dw, db = _grad_buffer(rows, cols, need_dweight, x.device), _grad_buffer(rows, cols, need_dbias, x.device)
+    follow_torch_threads()
     _C.layer_backward(rows, cols, _CODES[x.dtype], eps, 1.0, 0.0, dy.data_ptr(), x.data_ptr(), _address(w),
-                      mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), dw.data_ptr() if need_dweight else None,
-                      db.data_ptr() if need_dbias else None)
+                      mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), _address(dw), _address(db))
     return dx, dw, db
 
 
 def _param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype):
     # Gradients come back in each parameter's own dtype (a bf16 weight gets a bf16 grad), like torch's.
-    return dw.to(weight_dtype) if need_dw else None, db.to(bias_dtype) if need_db else None
+    return (None if not need_dw else dw if weight_dtype is _F32 else dw.to(weight_dtype),
+            None if not need_db else db if bias_dtype is _F32 else db.to(bias_dtype))
 
 
 def _dtype(p: Optional[Tensor]):
@@ -139,7 +203,8 @@ def rms_norm_bwd(
     need_dweight: bool,
     need_dbias: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return rms_backward(dy, x, x.shape[1], weight, rstd, eps, partial, weight_offset, need_dweight, need_dbias)
+    dx, dw, db = rms_backward(dy, x, x.shape[1], weight, rstd, eps, partial, weight_offset, need_dweight, need_dbias)
+    return dx, _or_empty(dw, x.device), _or_empty(db, x.device)
 
 
 @rms_norm_bwd.register_fake
@@ -170,6 +235,90 @@ def _rms_backward(ctx, dy, _drstd):
 rms_norm_fwd.register_autograd(_rms_backward, setup_context=_rms_setup_context)
 
 
+# ---- Custom ops: fused residual add + RMSNorm ----------------------------------------------------
+
+
+@torch.library.custom_op("rmsnorm::add_rms_norm_fwd", mutates_args=(), device_types="cpu")
+def add_rms_norm_fwd(
+    x: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float,
+    weight_offset: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    return rms_add_forward(x, residual, x.shape[1], weight, bias, eps, partial, weight_offset, True)
+
+
+@add_rms_norm_fwd.register_fake
+def _(x, residual, weight, bias, eps, partial, weight_offset):
+    return x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty((x.shape[0],), dtype=torch.float32)
+
+
+def _add_rms_setup_context(ctx, inputs, output):
+    x, residual, weight, bias, eps, partial, weight_offset = inputs
+    # The norm's input is h, the second output: the backward needs it, not x or residual.
+    ctx.save_for_backward(output[1], weight, output[2])
+    ctx.config = (eps, partial, weight_offset)
+    ctx.dtypes = (_dtype(weight), _dtype(bias))
+    ctx.mark_non_differentiable(output[2])
+
+
+def _sum_with_h_grad(dh_norm: Tensor, dh: Optional[Tensor]) -> Tensor:
+    # h feeds the norm and whatever the caller does with it (the next residual): both gradients add up.
+    return dh_norm if dh is None else dh_norm.add_(dh)
+
+
+def _add_rms_backward(ctx, dy, dh, _drstd):
+    h, weight, rstd = ctx.saved_tensors
+    need_dx, need_dres, need_dw, need_db = ctx.needs_input_grad[:4]
+    dh_norm, dw, db = rms_norm_bwd(dy, h, weight, rstd, *ctx.config, need_dw, need_db)
+    dh_total = _sum_with_h_grad(dh_norm, dh)
+    # Both inputs get the same gradient; a second tensor, so that accumulating into one .grad later
+    # cannot change the other.
+    dres = (dh_total.clone() if need_dx else dh_total) if need_dres else None
+    return (dh_total if need_dx else None, dres, *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes),
+            None, None, None)
+
+
+add_rms_norm_fwd.register_autograd(_add_rms_backward, setup_context=_add_rms_setup_context)
+
+
+@torch.library.custom_op("rmsnorm::fused_add_rms_norm_", mutates_args=("x", "residual"), device_types="cpu")
+def fused_add_rms_norm_(
+    x: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float,
+    weight_offset: float
+) -> None:
+    rms_add_forward(x, residual, x.shape[1], weight, bias, eps, partial, weight_offset, False, y=x, h=residual)
+
+
+@fused_add_rms_norm_.register_fake
+def _(x, residual, weight, bias, eps, partial, weight_offset):
+    return None
+
+
+# ---- Custom ops: out= forms (no autograd, as torch's own out= functions) --------------------------
+
+
+@torch.library.custom_op("rmsnorm::rms_norm_out", mutates_args=("out",), device_types="cpu")
+def rms_norm_out(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float, weight_offset: float,
+    out: Tensor
+) -> None:
+    rms_forward(x, x.shape[1], weight, bias, eps, partial, weight_offset, False, out=out)
+
+
+@rms_norm_out.register_fake
+def _(x, weight, bias, eps, partial, weight_offset, out):
+    return None
+
+
+@torch.library.custom_op("rmsnorm::layer_norm_out", mutates_args=("out",), device_types="cpu")
+def layer_norm_out(x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, out: Tensor) -> None:
+    layer_forward(x, x.shape[1], weight, bias, eps, False, out=out)
+
+
+@layer_norm_out.register_fake
+def _(x, weight, bias, eps, out):
+    return None
+
+
 # ---- Custom ops: LayerNorm ----------------------------------------------------------------------
 
 
@@ -197,7 +346,8 @@ def layer_norm_bwd(
     need_dweight: bool,
     need_dbias: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return layer_backward(dy, x, x.shape[1], weight, mean, rstd, eps, need_dweight, need_dbias)
+    dx, dw, db = layer_backward(dy, x, x.shape[1], weight, mean, rstd, eps, need_dweight, need_dbias)
+    return dx, _or_empty(dw, x.device), _or_empty(db, x.device)
 
 
 @layer_norm_bwd.register_fake
@@ -231,24 +381,44 @@ layer_norm_fwd.register_autograd(_layer_backward, setup_context=_layer_setup_con
 # ---- Eager training: the same kernels as plain autograd Functions ------------------------------
 
 
+def _eager_rms_backward(ctx, dy):
+    x, weight, rstd = ctx.saved_tensors
+    need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
+    cols, eps, partial, weight_offset, weight_dtype, bias_dtype = ctx.config
+    dx, dw, db = rms_backward(dy, x, cols, weight, rstd, eps, partial, weight_offset, need_dw, need_db)
+    return (dx if need_dx else None, None, *_param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype),
+            None, None, None)
+
+
+_eager_rms_backward_once = torch.autograd.function.once_differentiable(_eager_rms_backward)
+
+
 class EagerRmsNorm(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, cols, weight, bias, eps, partial, weight_offset):
         y, rstd = rms_forward(x, cols, weight, bias, eps, partial, weight_offset, True)
         ctx.save_for_backward(x, weight, rstd)
-        ctx.config = (cols, eps, partial, weight_offset)
-        ctx.dtypes = (_dtype(weight), _dtype(bias))
+        ctx.config = (cols, eps, partial, weight_offset, _dtype(weight), _dtype(bias))
         return y
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
-        x, weight, rstd = ctx.saved_tensors
-        need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
-        cols, eps, partial, weight_offset = ctx.config
-        dx, dw, db = rms_backward(dy, x, cols, weight, rstd, eps, partial, weight_offset, need_dw, need_db)
-        return (dx if need_dx else None, None,
-                *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None, None, None)
+        # The engine runs a backward without grad mode unless create_graph=True; only then is
+        # once_differentiable's guard (an error on double backward) needed, and its no_grad block paid.
+        if _grad_enabled():
+            return _eager_rms_backward_once(ctx, dy)
+        return _eager_rms_backward(ctx, dy)
+
+
+def _eager_layer_backward(ctx, dy):
+    x, weight, mean, rstd = ctx.saved_tensors
+    need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
+    cols, eps, weight_dtype, bias_dtype = ctx.config
+    dx, dw, db = layer_backward(dy, x, cols, weight, mean, rstd, eps, need_dw, need_db)
+    return (dx if need_dx else None, None, *_param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype), None)
+
+
+_eager_layer_backward_once = torch.autograd.function.once_differentiable(_eager_layer_backward)
 
 
 class EagerLayerNorm(torch.autograd.Function):
@@ -256,15 +426,42 @@ class EagerLayerNorm(torch.autograd.Function):
     def forward(ctx, x, cols, weight, bias, eps):
         y, mean, rstd = layer_forward(x, cols, weight, bias, eps, True)
         ctx.save_for_backward(x, weight, mean, rstd)
-        ctx.config = (cols, eps)
-        ctx.dtypes = (_dtype(weight), _dtype(bias))
+        ctx.config = (cols, eps, _dtype(weight), _dtype(bias))
         return y
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, dy):
-        x, weight, mean, rstd = ctx.saved_tensors
-        need_dx, _, need_dw, need_db = ctx.needs_input_grad[:4]
-        cols, eps = ctx.config
-        dx, dw, db = layer_backward(dy, x, cols, weight, mean, rstd, eps, need_dw, need_db)
-        return (dx if need_dx else None, None, *_param_grads(need_dw, need_db, dw, db, *ctx.dtypes), None)
+        # As EagerRmsNorm.backward: the double-backward guard only where grad mode is on.
+        if _grad_enabled():
+            return _eager_layer_backward_once(ctx, dy)
+        return _eager_layer_backward(ctx, dy)
+
+
+def _eager_add_rms_backward(ctx, dy, dh):
+    h, weight, rstd = ctx.saved_tensors
+    need_dx, need_dres, _, need_dw, need_db = ctx.needs_input_grad[:5]
+    cols, eps, partial, weight_offset, weight_dtype, bias_dtype = ctx.config
+    dh_norm, dw, db = rms_backward(dy, h, cols, weight, rstd, eps, partial, weight_offset, need_dw, need_db)
+    dh_total = _sum_with_h_grad(dh_norm, dh)
+    dres = (dh_total.clone() if need_dx else dh_total) if need_dres else None
+    return (dh_total if need_dx else None, dres, None, *_param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype),
+            None, None, None)
+
+
+_eager_add_rms_backward_once = torch.autograd.function.once_differentiable(_eager_add_rms_backward)
+
+
+class EagerAddRmsNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, residual, cols, weight, bias, eps, partial, weight_offset):
+        y, h, rstd = rms_add_forward(x, residual, cols, weight, bias, eps, partial, weight_offset, True)
+        ctx.save_for_backward(h, weight, rstd)
+        ctx.config = (cols, eps, partial, weight_offset, _dtype(weight), _dtype(bias))
+        return y, h
+
+    @staticmethod
+    def backward(ctx, dy, dh):
+        # As EagerRmsNorm.backward.
+        if _grad_enabled():
+            return _eager_add_rms_backward_once(ctx, dy, dh)
+        return _eager_add_rms_backward(ctx, dy, dh)

@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from .._checks import F32_MAX, check_eps, check_offset, check_partial
-from . import _ops
+from . import _ops, _sharding
 
 # torch.nn.RMSNorm's eps=None: the machine epsilon of the computation type, which is float32 for the
 # float32, bfloat16 and float16 inputs the kernels take.
@@ -45,8 +45,15 @@ _PROBES = (
     _find(torch._C, "_get_tracing_state"),  # torch.jit.trace records dispatcher ops only
 )
 _FAST_PATH = all(p is not None for p in _PROBES) and hasattr(torch.compiler, "is_compiling")
+# Bound once: each module attribute lookup on the eager route is paid on every call.
+_FUNCTION_MODE, _DISPATCH_DEPTH, _FUNCTORCH_LEVEL, _JIT_TRACING = _PROBES
+_is_compiling = torch.compiler.is_compiling if _FAST_PATH else None
+_STRIDED = torch.strided
+_CODES = _ops._CODES
 
 _PARAM_TYPES = (Tensor, torch.nn.Parameter)
+_EagerRmsNorm_apply = _ops.EagerRmsNorm.apply
+_rms_forward = _ops.rms_forward
 
 
 def _eager_cols(input, normalized_shape, weight, bias):
@@ -56,37 +63,41 @@ def _eager_cols(input, normalized_shape, weight, bias):
     every kind of bad argument, goes the general way, which raises the descriptive errors.
     """
     # First: under torch.compile this is a constant and the rest is never traced.
-    if not _FAST_PATH or torch.compiler.is_compiling():
+    if not _FAST_PATH or _is_compiling():
         return 0
-    if type(input) is not Tensor or not input.is_cpu or input.layout != torch.strided:
+    if (type(input) is not Tensor or not input.is_cpu or input.layout is not _STRIDED or input.dtype not in _CODES
+            or input.ndim == 0):
         return 0
-    if type(normalized_shape) is int:
+    kind = type(normalized_shape)
+    if kind is int:
         cols = normalized_shape
-    elif type(normalized_shape) is tuple and len(normalized_shape) == 1 and type(normalized_shape[0]) is int:
+    elif kind is tuple and len(normalized_shape) == 1 and type(normalized_shape[0]) is int:
         cols = normalized_shape[0]
     else:
         return 0
-    if cols < 1 or input.dim() < 1 or input.shape[-1] != cols or input.dtype not in _ops._CODES:
+    if cols < 1 or input.shape[-1] != cols:
         return 0
-    for p in (weight, bias):
-        if p is not None:
-            if (type(p) not in _PARAM_TYPES or not p.is_cpu or p.dtype not in _ops._CODES or p.dim() != 1
-                    or p.shape[0] != cols):
-                return 0
-    mode_enabled, dispatch_stack, interpreter, jit_tracing = _PROBES
-    if mode_enabled() or dispatch_stack() != 0 or interpreter() is not None or jit_tracing() is not None:
+    if weight is not None and (type(weight) not in _PARAM_TYPES or not weight.is_cpu or weight.dtype not in _CODES
+                               or weight.ndim != 1 or weight.shape[0] != cols):
+        return 0
+    if bias is not None and (type(bias) not in _PARAM_TYPES or not bias.is_cpu or bias.dtype not in _CODES
+                             or bias.ndim != 1 or bias.shape[0] != cols):
+        return 0
+    if _FUNCTION_MODE() or _DISPATCH_DEPTH() or _FUNCTORCH_LEVEL() is not None or _JIT_TRACING() is not None:
         return 0
     return cols
 
 
+_grad_enabled = torch.is_grad_enabled
+
+
 def _needs_grad(input, weight, bias):
-    return torch.is_grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
-                                        or (bias is not None and bias.requires_grad))
+    return _grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
+                                or (bias is not None and bias.requires_grad))
 
 
-def _plain_scalars(*values):
+def _plain_scalars(eps, partial, offset):
     # Python floats in range: eps >= 0, 0 < partial <= 1, |weight_offset| finite. NaN fails every test.
-    eps, partial, offset = values
     return (type(eps) is float and 0.0 <= eps <= F32_MAX and type(partial) is float and 0.0 < partial <= 1.0
             and type(offset) is float and -F32_MAX <= offset <= F32_MAX)
 
@@ -168,6 +179,7 @@ def rms_norm(
     partial: float = 1.0,
     weight_offset: float = 0.0,
     bias: Optional[Tensor] = None,
+    out: Optional[Tensor] = None,
 ) -> Tensor:
     """RMSNorm over the trailing ``normalized_shape`` dimensions, as torch.nn.functional.rms_norm.
 
@@ -175,13 +187,22 @@ def rms_norm(
     k = max(1, ceil(partial * n)) for pRMSNorm (partial < 1). eps=None uses torch.finfo(torch.float32).eps,
     as torch does for float32, bfloat16 and float16 inputs. The output has the input's dtype; weight and
     bias may have another float dtype and are used as float32.
+
+    out: a contiguous CPU tensor of the input's shape and dtype to write y into (it may be the input
+    itself), returned. As with torch's out= functions there is no autograd then: with grad mode on, an
+    argument that requires grad is an error.
     """
+    if out is not None:
+        return _rms_norm_into(input, normalized_shape, weight, eps, partial, weight_offset, bias, out)
     e = RMS_NORM_DEFAULT_EPS if eps is None else eps
     cols = _eager_cols(input, normalized_shape, weight, bias)
-    if cols and _plain_scalars(e, partial, weight_offset):
-        if _needs_grad(input, weight, bias):
-            return _ops.EagerRmsNorm.apply(input, cols, weight, bias, e, partial, weight_offset)
-        return _ops.rms_forward(input, cols, weight, bias, e, partial, weight_offset, False)[0]
+    # _plain_scalars and _needs_grad, inlined: this is the per-call cost of a decode step.
+    if (cols and type(e) is float and 0.0 <= e <= F32_MAX and type(partial) is float and 0.0 < partial <= 1.0
+            and type(weight_offset) is float and -F32_MAX <= weight_offset <= F32_MAX):
+        if _grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
+                                or (bias is not None and bias.requires_grad)):
+            return _EagerRmsNorm_apply(input, cols, weight, bias, e, partial, weight_offset)
+        return _rms_forward(input, cols, weight, bias, e, partial, weight_offset, False)[0]
     fn = "rmsnorm.torch.rms_norm"
     _check_input(fn, input)
     shape, cols = _check_shape(fn, input, normalized_shape)
@@ -191,6 +212,7 @@ def rms_norm(
     partial = check_partial(fn, partial)
     weight_offset = check_offset(fn, weight_offset)
     x = input.reshape(-1, cols).contiguous()
+    _sharding.ensure_registered()
     y, _ = _ops.rms_norm_fwd(x, _flat(w), _flat(b), eps, partial, weight_offset)
     return y.view(input.shape)
 
@@ -201,8 +223,15 @@ def layer_norm(
     weight: Optional[Tensor] = None,
     bias: Optional[Tensor] = None,
     eps: float = 1e-5,
+    *,
+    out: Optional[Tensor] = None,
 ) -> Tensor:
-    """LayerNorm over the trailing ``normalized_shape`` dimensions, as torch.nn.functional.layer_norm."""
+    """LayerNorm over the trailing ``normalized_shape`` dimensions, as torch.nn.functional.layer_norm.
+
+    out: as for rms_norm (written and returned; no autograd).
+    """
+    if out is not None:
+        return _layer_norm_into(input, normalized_shape, weight, bias, eps, out)
     cols = _eager_cols(input, normalized_shape, weight, bias)
     if cols and _plain_scalars(eps, 1.0, 0.0):
         if _needs_grad(input, weight, bias):
@@ -215,5 +244,194 @@ def layer_norm(
     b = _check_param(fn, "bias", bias, input, shape)
     eps = check_eps(fn, eps)
     x = input.reshape(-1, cols).contiguous()
+    _sharding.ensure_registered()
     y, _, _ = _ops.layer_norm_fwd(x, _flat(w), _flat(b), eps)
     return y.view(input.shape)
+
+
+# ---- out= ----------------------------------------------------------------------------------------
+
+
+def _refuse_autograd(fn, what, *tensors):
+    # torch's out= functions refuse the same way: an output written in place has no graph to join.
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise RuntimeError(
+            f"{fn}: {what} does not support automatic differentiation, but an argument requires grad. "
+            f"Call it under torch.no_grad() or torch.inference_mode(), or use the out-of-place form"
+        )
+
+
+def _check_out(fn, out, input):
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{fn}: out must be a torch.Tensor, got {type(out).__name__}")
+    _check_device(fn, "out", out)
+    if out.device != input.device:
+        raise ValueError(f"{fn}: out is on {out.device} but input is on {input.device}")
+    if out.dtype != input.dtype:
+        raise TypeError(f"{fn}: out has dtype {out.dtype}, but the output has the input's dtype {input.dtype}")
+    if out.shape != input.shape:
+        raise ValueError(f"{fn}: out must have the input's shape {list(input.shape)}, got {list(out.shape)}")
+    if not out.is_contiguous():
+        raise ValueError(f"{fn}: out must be contiguous (the kernels write rows of a dense array); "
+                         f"got strides {out.stride()}")
+
+
+def _rms_norm_into(input, normalized_shape, weight, eps, partial, weight_offset, bias, out):
+    fn = "rmsnorm.torch.rms_norm"
+    _check_input(fn, input)
+    shape, cols = _check_shape(fn, input, normalized_shape)
+    w = _check_param(fn, "weight", weight, input, shape)
+    b = _check_param(fn, "bias", bias, input, shape)
+    eps = RMS_NORM_DEFAULT_EPS if eps is None else check_eps(fn, eps)
+    partial = check_partial(fn, partial)
+    weight_offset = check_offset(fn, weight_offset)
+    _check_out(fn, out, input)
+    _refuse_autograd(fn, "out=", input, w, b, out)
+    if _eager_cols(input, normalized_shape, weight, bias):
+        _ops.rms_forward(input, cols, w, b, eps, partial, weight_offset, False, out=out)
+    else:
+        _ops.rms_norm_out(input.reshape(-1, cols).contiguous(), _flat(w), _flat(b), eps, partial, weight_offset,
+                          out.view(-1, cols))
+    return out
+
+
+def _layer_norm_into(input, normalized_shape, weight, bias, eps, out):
+    fn = "rmsnorm.torch.layer_norm"
+    _check_input(fn, input)
+    shape, cols = _check_shape(fn, input, normalized_shape)
+    w = _check_param(fn, "weight", weight, input, shape)
+    b = _check_param(fn, "bias", bias, input, shape)
+    eps = check_eps(fn, eps)
+    _check_out(fn, out, input)
+    _refuse_autograd(fn, "out=", input, w, b, out)
+    if _eager_cols(input, normalized_shape, weight, bias):
+        _ops.layer_forward(input, cols, w, b, eps, False, out=out)
+    else:
+        _ops.layer_norm_out(input.reshape(-1, cols).contiguous(), _flat(w), _flat(b), eps, out.view(-1, cols))
+    return out
+
+
+# ---- Fused residual add --------------------------------------------------------------------------
+
+
+def _check_residual(fn, residual, input):
+    if not isinstance(residual, Tensor):
+        raise TypeError(f"{fn}: residual must be a torch.Tensor, got {type(residual).__name__}")
+    _check_device(fn, "residual", residual)
+    if residual.device != input.device:
+        raise ValueError(f"{fn}: residual is on {residual.device} but input is on {input.device}")
+    if residual.layout != torch.strided:
+        raise TypeError(f"{fn}: residual must be a dense (strided) tensor, got layout {residual.layout}")
+    if residual.dtype != input.dtype:
+        raise TypeError(f"{fn}: residual has dtype {residual.dtype} but input has {input.dtype}; the fused add "
+                        f"takes both in one dtype")
+    if residual.shape != input.shape:
+        raise ValueError(f"{fn}: residual must have the input's shape {list(input.shape)}, got "
+                         f"{list(residual.shape)}")
+
+
+def _add_norm_args(fn, input, residual, weight, eps, normalized_shape, partial, weight_offset, bias):
+    _check_input(fn, input)
+    _check_residual(fn, residual, input)
+    if normalized_shape is None:
+        normalized_shape = tuple(weight.shape) if isinstance(weight, Tensor) and weight.dim() > 0 else (
+            input.shape[-1:] if input.dim() > 0 else ())
+    shape, cols = _check_shape(fn, input, normalized_shape)
+    w = _check_param(fn, "weight", weight, input, shape)
+    b = _check_param(fn, "bias", bias, input, shape)
+    eps = RMS_NORM_DEFAULT_EPS if eps is None else check_eps(fn, eps)
+    return cols, w, b, eps, check_partial(fn, partial), check_offset(fn, weight_offset)
+
+
+def _eager_add_cols(input, residual, weight, bias, normalized_shape):
+    """cols when add_rms_norm may take the eager route (as _eager_cols, plus a residual like the input)."""
+    if normalized_shape is None:
+        if weight is not None:
+            if type(weight) not in _PARAM_TYPES or weight.ndim != 1:
+                return 0
+            normalized_shape = weight.shape[0]
+        elif type(input) is Tensor and input.ndim > 0:
+            normalized_shape = input.shape[-1]
+        else:
+            return 0
+    cols = _eager_cols(input, normalized_shape, weight, bias)
+    if (not cols or type(residual) is not Tensor or residual.dtype is not input.dtype or not residual.is_cpu
+            or residual.layout is not _STRIDED or residual.shape != input.shape):
+        return 0
+    return cols
+
+
+def add_rms_norm(
+    input: Tensor,
+    residual: Tensor,
+    weight: Optional[Tensor] = None,
+    eps: Optional[float] = None,
+    *,
+    normalized_shape: Optional[_Shape] = None,
+    partial: float = 1.0,
+    weight_offset: float = 0.0,
+    bias: Optional[Tensor] = None,
+) -> tuple:
+    """The residual add of a pre-norm block fused with the RMSNorm after it: returns (y, h) with
+    h = input + residual (rounded to their dtype) and y = rms_norm(h), in one pass over memory.
+
+    input and residual have one shape and dtype. normalized_shape defaults to the weight's shape, or
+    the last dimension without a weight; the other arguments are rms_norm's. Autograd reaches input and
+    residual through both outputs: each gets the norm's gradient at h plus the gradient of h itself.
+    """
+    e = RMS_NORM_DEFAULT_EPS if eps is None else eps
+    cols = _eager_add_cols(input, residual, weight, bias, normalized_shape)
+    if cols and _plain_scalars(e, partial, weight_offset):
+        if _needs_grad(input, weight, bias) or (_grad_enabled() and residual.requires_grad):
+            return _ops.EagerAddRmsNorm.apply(input, residual, cols, weight, bias, e, partial, weight_offset)
+        y, h, _ = _ops.rms_add_forward(input, residual, cols, weight, bias, e, partial, weight_offset, False)
+        return y, h
+    fn = "rmsnorm.torch.add_rms_norm"
+    cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
+                                                             partial, weight_offset, bias)
+    _sharding.ensure_registered()
+    y, h, _ = _ops.add_rms_norm_fwd(input.reshape(-1, cols).contiguous(), residual.reshape(-1, cols).contiguous(),
+                                    _flat(w), _flat(b), eps, partial, weight_offset)
+    return y.view(input.shape), h.view(input.shape)
+
+
+def _overlap(a: Tensor, b: Tensor) -> bool:
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    a0, b0 = a.data_ptr(), b.data_ptr()
+    return a0 < b0 + b.numel() * b.element_size() and b0 < a0 + a.numel() * a.element_size()
+
+
+def fused_add_rms_norm_(
+    input: Tensor,
+    residual: Tensor,
+    weight: Optional[Tensor] = None,
+    eps: Optional[float] = None,
+    *,
+    normalized_shape: Optional[_Shape] = None,
+    partial: float = 1.0,
+    weight_offset: float = 0.0,
+    bias: Optional[Tensor] = None,
+) -> tuple:
+    """In place, for inference, with vLLM's fused_add_rms_norm semantics: residual <- input + residual, then
+    input <- rms_norm(residual). Returns (input, residual).
+
+    Both must be contiguous, of one shape and dtype, and distinct memory. No autograd: with grad mode on,
+    an argument that requires grad is an error (use add_rms_norm).
+    """
+    fn = "rmsnorm.torch.fused_add_rms_norm_"
+    cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
+                                                             partial, weight_offset, bias)
+    for name, t in (("input", input), ("residual", residual)):
+        if not t.is_contiguous():
+            raise ValueError(f"{fn}: {name} must be contiguous to be updated in place; got strides {t.stride()}")
+    # Under compile data_ptr is not available; the library refuses overlapping outputs there too.
+    if not torch.compiler.is_compiling() and input.device.type == "cpu" and _overlap(input, residual):
+        raise ValueError(f"{fn}: input and residual share memory; both are outputs, so they must be distinct")
+    _refuse_autograd(fn, "the in-place form", input, residual, w, b)
+    if _eager_cols(input, (cols,), w, b) and type(residual) is Tensor:
+        _ops.rms_add_forward(input, residual, cols, w, b, eps, partial, weight_offset, False, y=input, h=residual)
+    else:
+        _ops.fused_add_rms_norm_(input.view(-1, cols), residual.view(-1, cols), _flat(w), _flat(b), eps, partial,
+                                 weight_offset)
+    return input, residual

@@ -77,6 +77,27 @@ class RMSNorm(nn.RMSNorm):
         return s
 
 
+class FusedAddRMSNorm(RMSNorm):
+    """RMSNorm with the residual add before it fused in: ``y, h = norm(x, residual)`` gives h = x + residual
+    and y = RMSNorm(h), as Liger's LigerFusedAddRMSNorm. The arguments, parameters and state_dict are
+    RMSNorm's (so torch.nn.RMSNorm's), and ``norm(x)`` without a residual is plain RMSNorm.
+
+    In a pre-norm block, ``y, h = norm(attn_out, h)`` replaces ``h = h + attn_out; y = norm(h)``.
+    ``norm.forward_inplace(x, residual)`` is the in-place inference form (vLLM's semantics: residual
+    becomes x + residual and x becomes the normalized output).
+    """
+
+    def forward(self, x: torch.Tensor, residual: Optional[torch.Tensor] = None):
+        if residual is None:
+            return super().forward(x)
+        return F.add_rms_norm(x, residual, self.weight, self.eps, normalized_shape=self.normalized_shape,
+                              partial=self.partial, weight_offset=self.weight_offset, bias=self.bias)
+
+    def forward_inplace(self, x: torch.Tensor, residual: torch.Tensor):
+        return F.fused_add_rms_norm_(x, residual, self.weight, self.eps, normalized_shape=self.normalized_shape,
+                                     partial=self.partial, weight_offset=self.weight_offset, bias=self.bias)
+
+
 class LayerNorm(nn.LayerNorm):
     """torch.nn.LayerNorm (same arguments, parameters and state_dict) running the rmsnorm kernels."""
 

@@ -1,0 +1,74 @@
+"""Our ops on DTensors in one of two gloo processes, for test_dtensor.py (spawned, so importable by name).
+
+Raises on a mismatch; the test sees the worker's exception.
+"""
+import datetime
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+
+import rmsnorm
+import rmsnorm.torch as rt
+
+
+def check(rank, mesh):
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    g = torch.Generator().manual_seed(0)
+    cols = 24
+    for shape in ((8, cols), (4, 3, cols)):  # (sequence, hidden) and (batch, sequence, hidden), rows sharded
+        x = torch.randn(shape, generator=g)
+        r = torch.randn(shape, generator=g)
+        w = torch.rand(cols, generator=g) + 0.5
+        b = torch.randn(cols, generator=g)
+        dy = torch.randn(shape, generator=g)
+        dh = torch.randn(shape, generator=g)
+
+        def dist_inputs():
+            xd = distribute_tensor(x, mesh, [Shard(0)]).requires_grad_()
+            rd = distribute_tensor(r, mesh, [Shard(0)]).requires_grad_()
+            wd = distribute_tensor(w, mesh, [Replicate()]).requires_grad_()
+            bd = distribute_tensor(b, mesh, [Replicate()]).requires_grad_()
+            return xd, rd, wd, bd
+
+        cases = {
+            "rms_norm": lambda x, r, w, b: (rt.rms_norm(x, (cols,), w, 1e-5, partial=0.5),),
+            "layer_norm": lambda x, r, w, b: (rt.layer_norm(x, (cols,), w, b, 1e-5),),
+            "add_rms_norm": lambda x, r, w, b: rt.add_rms_norm(x, r, w, 1e-5),
+        }
+        for name, f in cases.items():
+            xl, rl, wl, bl = (t.clone().requires_grad_() for t in (x, r, w, b))
+            expect = f(xl, rl, wl, bl)
+            xd, rd, wd, bd = dist_inputs()
+            got = f(xd, rd, wd, bd)
+            for e, o in zip(expect, got):
+                # Stayed sharded on the rows: no gather happened.
+                assert tuple(o.placements) == (Shard(0),), (name, shape, o.placements)
+                assert o.to_local().shape[0] == shape[0] // 2, (name, shape, o.to_local().shape)
+                torch.testing.assert_close(o.full_tensor(), e, rtol=0, atol=0)
+            grads = (dy, dh)[:len(expect)]
+            sum((e * d).sum() for e, d in zip(expect, grads)).backward()
+            sum((o * distribute_tensor(d, mesh, [Shard(0)])).sum() for o, d in zip(got, grads)).backward()
+            for which, (local, distributed) in enumerate(zip((xl, rl, wl, bl), (xd, rd, wd, bd))):
+                if local.grad is None:
+                    assert distributed.grad is None, (name, which)
+                    continue
+                torch.testing.assert_close(distributed.grad.full_tensor(), local.grad, rtol=1e-5, atol=1e-5)
+
+
+def run(rank, world, port, out_dir):
+    if sys.platform.startswith("linux"):
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+    torch.set_num_threads(1)
+    rmsnorm.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    try:
+        from torch.distributed.device_mesh import init_device_mesh
+
+        check(rank, init_device_mesh("cpu", (world,)))
+        open(os.path.join(out_dir, f"ok{rank}"), "w").close()
+    finally:
+        dist.destroy_process_group()

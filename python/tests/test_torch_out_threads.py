@@ -1,0 +1,153 @@
+"""out= on the functional forms, and the kernels following torch's intra-op thread count."""
+import pytest
+import torch
+
+import rmsnorm
+import rmsnorm.torch as rt
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+
+
+@pytest.fixture(params=["eager", "ops"])
+def route(request, monkeypatch):
+    if request.param == "ops":
+        monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
+    return request.param
+
+
+def rms_reference(x, w, eps):
+    x = x.double()
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w.double()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rms_norm_out_writes_and_returns_out(route, dtype):
+    x = torch.randn(3, 5, 64).to(dtype)
+    w = (torch.rand(64) + 0.5).to(dtype)
+    out = torch.full_like(x, float("nan"))
+    got = rt.rms_norm(x, (64,), w, 1e-5, out=out)
+    assert got is out
+    assert torch.equal(out, rt.rms_norm(x, (64,), w, 1e-5))
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == torch.float32 else dict(rtol=1.6e-2, atol=1e-2)
+    torch.testing.assert_close(out.double(), rms_reference(x, w, 1e-5), **tol)
+
+
+def test_out_may_be_the_input(route):
+    x = torch.randn(4, 32)
+    w = torch.rand(32) + 0.5
+    expect = rt.rms_norm(x, (32,), w, 1e-5)
+    rt.rms_norm(x, (32,), w, 1e-5, out=x)
+    assert torch.equal(x, expect)
+
+
+def test_layer_norm_out(route):
+    x = torch.randn(6, 48)
+    w, b = torch.rand(48) + 0.5, torch.randn(48)
+    out = torch.empty_like(x)
+    assert rt.layer_norm(x, (48,), w, b, 1e-5, out=out) is out
+    torch.testing.assert_close(out, torch.nn.functional.layer_norm(x, (48,), w, b, 1e-5), rtol=1e-5, atol=1e-5)
+
+
+def test_non_contiguous_input_into_out(route):
+    x = torch.randn(32, 8).t()  # (8, 32), not contiguous
+    w = torch.rand(32) + 0.5
+    out = torch.empty(8, 32)
+    rt.rms_norm(x, (32,), w, 1e-5, out=out)
+    assert torch.equal(out, rt.rms_norm(x.contiguous(), (32,), w, 1e-5))
+
+
+def test_out_errors_write_nothing(route):
+    x = torch.randn(4, 32)
+    w = torch.rand(32) + 0.5
+    cases = [
+        (torch.empty(4, 32, dtype=torch.float64), TypeError, "dtype"),
+        (torch.empty(4, 31), ValueError, "shape"),
+        (torch.empty(32, 4).t(), ValueError, "contiguous"),
+        ([0.0] * 4, TypeError, "out must be a torch.Tensor"),
+    ]
+    for out, error, match in cases:
+        with pytest.raises(error, match=match):
+            rt.rms_norm(x, (32,), w, 1e-5, out=out)
+        with pytest.raises(error, match=match):
+            rt.layer_norm(x, (32,), w, None, 1e-5, out=out)
+    # Overlapping x without being x: refused by the library, and out is left as it was.
+    buf = torch.randn(5, 32)
+    before = buf.clone()
+    with pytest.raises(ValueError):
+        rt.rms_norm(buf[:4], (32,), w, 1e-5, out=buf[1:])
+    assert torch.equal(buf, before)
+
+
+def test_out_refuses_autograd(route):
+    x = torch.randn(4, 32, requires_grad=True)
+    w = torch.rand(32) + 0.5
+    out = torch.empty(4, 32)
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        rt.rms_norm(x, (32,), w, 1e-5, out=out)
+    with pytest.raises(RuntimeError, match="automatic differentiation"):
+        rt.layer_norm(x, (32,), w, None, 1e-5, out=out)
+    with torch.no_grad():
+        rt.rms_norm(x, (32,), w, 1e-5, out=out)
+    assert not out.requires_grad
+
+
+def test_out_under_compile():
+    torch._dynamo.reset()
+    w = torch.rand(32) + 0.5
+
+    def f(x, out):
+        rt.rms_norm(x, (32,), w, 1e-5, out=out)
+        return out + 1
+
+    x = torch.randn(5, 32)
+    out = torch.empty(5, 32)
+    with torch.no_grad():
+        got = torch.compile(f, fullgraph=True, backend="aot_eager")(x, out)
+    expect = rt.rms_norm(x, (32,), w, 1e-5)
+    assert torch.equal(out, expect) and torch.equal(got, expect + 1)
+    torch._dynamo.reset()
+
+
+@pytest.fixture
+def _restore_torch_threads():
+    n = torch.get_num_threads()
+    yield
+    torch.set_num_threads(n)
+
+
+@pytest.mark.parametrize("call", ["rms_fwd", "rms_train", "layer_fwd", "add", "ops"])
+def test_kernels_follow_torch_threads(_restore_torch_threads, monkeypatch, call):
+    if call == "ops":
+        monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
+    x = torch.randn(4, 64, requires_grad=call == "rms_train")
+    w = torch.rand(64) + 0.5
+
+    def run():
+        if call == "layer_fwd":
+            rt.layer_norm(x, (64,), w)
+        elif call == "add":
+            rt.add_rms_norm(x, x, w)
+        else:
+            y = rt.rms_norm(x, (64,), w)
+            if x.requires_grad:
+                y.sum().backward()
+
+    for n in (1, 3, 2):
+        torch.set_num_threads(n)
+        run()
+        assert rmsnorm.get_num_threads() == n
+
+
+def test_explicit_setting_holds_until_the_next_torch_call(_restore_torch_threads):
+    torch.set_num_threads(2)
+    x, w = torch.randn(4, 64), torch.rand(64)
+    rt.rms_norm(x, (64,), w)
+    rmsnorm.set_num_threads(5)
+    assert rmsnorm.get_num_threads() == 5
+    rmsnorm.rms_norm(x.numpy(), w.numpy())  # NumPy calls keep the explicit setting
+    assert rmsnorm.get_num_threads() == 5
+    rt.rms_norm(x, (64,), w)  # a torch call takes torch's count again, though torch's did not change
+    assert rmsnorm.get_num_threads() == 2
