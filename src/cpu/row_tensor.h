@@ -23,13 +23,17 @@ class RowTensor {
     inner_rows_ = p.inner_rows;
     outer_ = p.layout[tensor].outer;
     inner_ = p.layout[tensor].inner;
+    // ceil(2^64 / inner_rows): then row / inner_rows = (magic * row) >> 64 exactly for row < 2^32
+    // (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019).
+    if (inner_rows_ > 1 && p.rows <= (int64_t{1} << 32)) magic_ = UINT64_MAX / uint64_t(inner_rows_) + 1;
   }
 
   T* data() const { return data_; }
-  // The first element of row `row`. Packed and one-level rows, the common cases, take no division.
+  // The first element of row `row`. No division: a short row's whole work is a few times a 64-bit
+  // divide's latency, and a row asks for its start several times.
   T* Row(int64_t row) const {
     if (inner_rows_ == 1) return data_ + row * outer_;
-    const int64_t outer = row / inner_rows_;
+    const int64_t outer = magic_ != 0 ? int64_t((unsigned __int128)magic_ * uint64_t(row) >> 64) : row / inner_rows_;
     return data_ + outer * outer_ + (row - outer * inner_rows_) * inner_;
   }
 
@@ -38,6 +42,7 @@ class RowTensor {
   int64_t inner_rows_ = 1;
   int64_t outer_ = 0;
   int64_t inner_ = 0;
+  uint64_t magic_ = 0;  // for the division by inner_rows; 0: divide
 };
 
 }  // namespace rmsnorm::cpu
