@@ -23,6 +23,7 @@ class RowTensor {
     inner_rows_ = p.inner_rows;
     outer_ = p.layout[tensor].outer;
     inner_ = p.layout[tensor].inner;
+    skip_ = outer_ - inner_rows_ * inner_;
     // ceil(2^64 / inner_rows): then row / inner_rows = (magic * row) >> 64 exactly for row < 2^32
     // (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019).
     if (inner_rows_ > 1 && p.rows <= (int64_t{1} << 32)) magic_ = UINT64_MAX / uint64_t(inner_rows_) + 1;
@@ -34,7 +35,7 @@ class RowTensor {
   T* Row(int64_t row) const {
     if (inner_rows_ == 1) return data_ + row * outer_;
     const int64_t outer = magic_ != 0 ? int64_t((unsigned __int128)magic_ * uint64_t(row) >> 64) : row / inner_rows_;
-    return data_ + outer * outer_ + (row - outer * inner_rows_) * inner_;
+    return data_ + row * inner_ + outer * skip_;  // = outer * outer_ + (row % inner_rows_) * inner_
   }
 
  private:
@@ -42,6 +43,7 @@ class RowTensor {
   int64_t inner_rows_ = 1;
   int64_t outer_ = 0;
   int64_t inner_ = 0;
+  int64_t skip_ = 0;     // outer_ - inner_rows_ * inner_: the gap after each outer row's inner rows
   uint64_t magic_ = 0;  // for the division by inner_rows; 0: divide
 };
 

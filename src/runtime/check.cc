@@ -201,20 +201,21 @@ Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind 
                          {registry::kResidualOut, c.residual_out}, {registry::kDy, c.dy}, {registry::kDx, c.dx}};
   bool packed = true, one_level = true;
   for (const Given& g : given) {
-    const std::string name = std::string("config->") + registry::Info(g.tensor).name;
+    // Only a failure spells the name out: a small call must not pay for six strings.
+    const auto name = [&g] { return std::string("config->") + registry::Info(g.tensor).name; };
     if (g.strides.outer < 0 || g.strides.inner < 0)
-      Fail(fn, name + " strides must be >= 0 (got outer " + std::to_string(g.strides.outer) + ", inner " +
+      Fail(fn, name() + " strides must be >= 0 (got outer " + std::to_string(g.strides.outer) + ", inner " +
                    std::to_string(g.strides.inner) + ")");
     RowLayout l;
     l.inner = g.strides.inner == 0 || inner_rows == 1 ? p.cols : g.strides.inner;
     if (g.strides.outer != 0) {
       l.outer = g.strides.outer;
     } else if (__builtin_mul_overflow(inner_rows, l.inner, &l.outer)) {
-      Fail(fn, name + ": inner_rows * inner stride is too large");
+      Fail(fn, name() + ": inner_rows * inner stride is too large");
     }
     // Rows disjoint and in row order: the overlap checks and the kernels' prefetches rely on it.
     if (inner_rows > 1 && l.inner < p.cols)
-      Fail(fn, name + ".inner (" + std::to_string(l.inner) + ") must be >= cols (" + std::to_string(p.cols) +
+      Fail(fn, name() + ".inner (" + std::to_string(l.inner) + ") must be >= cols (" + std::to_string(p.cols) +
                    "): rows may not overlap");
     int64_t last = 0, end = 0;  // the last row's start, and the end of the tensor, in elements
     int64_t inner_span = 0;
@@ -222,9 +223,9 @@ Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind 
         __builtin_mul_overflow(inner_rows - 1, l.inner, &inner_span) ||
         __builtin_add_overflow(last, inner_span, &last) ||
         __builtin_add_overflow(last, p.cols, &end) || end > INT64_MAX / 8)
-      Fail(fn, name + ": the strides reach too far (" + std::to_string(l.outer) + ", " + std::to_string(l.inner) + ")");
+      Fail(fn, name() + ": the strides reach too far (" + std::to_string(l.outer) + ", " + std::to_string(l.inner) + ")");
     if (outer_rows > 1 && l.outer < inner_span + p.cols)
-      Fail(fn, name + ".outer (" + std::to_string(l.outer) + ") must be >= (inner_rows - 1) * inner + cols (" +
+      Fail(fn, name() + ".outer (" + std::to_string(l.outer) + ") must be >= (inner_rows - 1) * inner + cols (" +
                    std::to_string(inner_span + p.cols) + "): rows may not overlap or go out of order");
     packed = packed && l.inner == p.cols && l.outer == inner_rows * p.cols;
     one_level = one_level && l.outer == inner_rows * l.inner;
