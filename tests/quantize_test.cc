@@ -293,6 +293,33 @@ TEST(Quantize, RandomRowsOfEveryLengthMatchTheReference) {
               targets.c_str(), explained, values * AvailableTargets().size());
 }
 
+// The same bytes on every CPU, not only on every target of this one: the outputs of a fixed set of rows
+// (inputs from integer arithmetic, the same everywhere) hash to kRecordedQuantizedHash on x86-64
+// (AVX3, AVX2, SSE4, SCALAR) and on aarch64 under qemu (NEON; SVE and SVE2 at 128, 256 and 512 bits).
+constexpr uint64_t kRecordedQuantizedHash = 0x9880c10b4af37c3b;
+
+TEST(Quantize, RecordedHashOnEveryCpu) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  const auto add = [&hash](const void* data, size_t bytes) {
+    for (size_t i = 0; i < bytes; ++i) hash = (hash ^ static_cast<const uint8_t*>(data)[i]) * 0x100000001b3ull;
+  };
+  const auto add_output = [&](Format format, const std::vector<float>& y, float static_scale) {
+    CheckEveryTarget(format, y, static_scale, "recorded");
+    ScopedTarget scoped(AvailableTargets().front());
+    const Quantized q = Quantize(format, y, static_scale, true);
+    add(q.bytes.data(), q.bytes.size());
+    add(&q.scale, sizeof q.scale);
+  };
+  for (size_t n : {1, 7, 33, 100, 255}) {
+    const std::vector<float> y = RandomRow(50 + n, n, 16);
+    add_output(Format::kInt8, y, 0.0f);
+    add_output(Format::kFp8Dynamic, y, 0.0f);
+    add_output(Format::kFp8Static, y, 0.01f);
+  }
+  for (size_t n : {32, 96, 320}) add_output(Format::kQ8_0, RandomRow(70 + n, n, 8), 0.0f);
+  EXPECT_EQ(kRecordedQuantizedHash, hash) << std::hex << "hash 0x" << hash;
+}
+
 TEST(Quantize, ZeroRowsGetScaleZeroAndZeros) {
   for (size_t n : {1, 3, 16, 17, 64, 100}) {
     for (bool negative_zeros : {false, true}) {
