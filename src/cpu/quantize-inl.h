@@ -203,10 +203,12 @@ inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint8_t* q, float* sca
 // by the stored f16 value; d = 0 (a zero block, or max|y| below about 3.8e-6, whose d rounds to 0)
 // gives q = 0. A block with a NaN gets d = NaN (0x7E00), one with an infinity d = +inf (0x7C00), both
 // with q = 0.
-// ggml's quantize_row_q8_0_ref differs in two ways: it rounds half away from zero (roundf), and it
-// multiplies by 1 / d computed from the unrounded f32 d. Both give the same bytes but for values within
-// rounding of a midpoint, and where the f16 rounding of d moves y / d across one; ours makes q * d the
-// nearest such product to y for the d that is stored, which is what a consumer multiplies by.
+// ggml's quantize_row_q8_0_ref stores the same d (but where ours saturates, ggml's overflows to inf)
+// and computes q otherwise: y times 1 / d of the unrounded f32 d, rounded half away from zero (roundf).
+// Its q is one step from ours where the two quotients round differently: at ties, and mostly where the
+// f16 rounding of d (up to 2^-11 relative, 0.06 at q = 127) moves y / d across a midpoint, about one
+// value in 130 for Gaussian rows. Ours makes q * d the nearest such product to y for the d stored,
+// which is the one a consumer multiplies by. Where d rounds to 0, ggml's q are not 0, but read as 0.
 inline void QuantizeQ8_0Row(const float* y, int64_t n, void* blocks) {
   using namespace quantize_detail;
   constexpr size_t kBlock = quant::kQ8_0BlockSize;
