@@ -33,6 +33,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -542,6 +543,35 @@ TEST(Quantize, Q8_0IsGgmlsLayout) {
   // (Quantize's guard bytes check that nothing follows them).
   y.resize(70, 1.0f);
   EXPECT_EQ(68u, CheckEveryTarget(Format::kQ8_0, y, 0.0f, "partial block").bytes.size());
+}
+
+// Inputs and outputs at any alignment give the aligned call's bytes (the kernels place rows anywhere).
+TEST(Quantize, AnyAlignment) {
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    for (size_t n : {31, 64, 96, 203}) {
+      const std::vector<float> y = UniformRow(n, n, 4.0);
+      const Quantized int8 = Quantize(Format::kInt8, y, 0.0f, true);
+      const Quantized fp8 = Quantize(Format::kFp8Dynamic, y, 0.0f, true);
+      const Quantized q8_0 = Quantize(Format::kQ8_0, y, 0.0f, true);
+      for (size_t in_offset = 1; in_offset < 4; ++in_offset) {
+        for (size_t out_offset = 1; out_offset < 4; ++out_offset) {
+          std::vector<float> shifted(n + in_offset);
+          std::copy(y.begin(), y.end(), shifted.begin() + std::ptrdiff_t(in_offset));
+          const float* in = shifted.data() + in_offset;
+          std::vector<uint8_t> out(out_offset + OutputBytes(Format::kQ8_0, n) + n);
+          uint8_t* at = out.data() + out_offset;
+          float scale = 0.0f;
+          HWY_DYNAMIC_DISPATCH(cpu::Int8Row)(in, int64_t(n), reinterpret_cast<int8_t*>(at), &scale);
+          EXPECT_TRUE(std::equal(int8.bytes.begin(), int8.bytes.end(), at)) << TargetName(target) << " int8 n " << n;
+          HWY_DYNAMIC_DISPATCH(cpu::Fp8Row)(in, int64_t(n), at, &scale, true);
+          EXPECT_TRUE(std::equal(fp8.bytes.begin(), fp8.bytes.end(), at)) << TargetName(target) << " fp8 n " << n;
+          HWY_DYNAMIC_DISPATCH(cpu::Q8_0Row)(in, int64_t(n), at);
+          EXPECT_TRUE(std::equal(q8_0.bytes.begin(), q8_0.bytes.end(), at)) << TargetName(target) << " q8_0 n " << n;
+        }
+      }
+    }
+  }
 }
 
 // The decoders invert the encodings, and dequantized rows are within half a step of y.
