@@ -1,0 +1,242 @@
+// Quantizing a finished f32 row y (a forward's normalized output) to int8 with one scale per row, to
+// fp8 E4M3 with a dynamic or static scale, or to ggml's q8_0 blocks, compiled once per Highway target.
+// The formats are defined in ref/quant_formats.h, and ref/quantize.h is the reference these follow.
+//
+// Every target writes the same bytes: every floating-point operation is one that IEEE rounds correctly
+// (max as an integer compare, y / scale as a true division, never a reciprocal; no fused multiply-add;
+// NearestInt, to nearest even on every target), and a row's last partial vector runs through the same
+// vector code on a zero-padded copy. The reference
+// divides in double; these divide in f32 and round that quotient, so where y / scale lies within f32
+// rounding of a rounding midpoint a value may be one step from the reference's.
+
+// Per-target include guard, the Highway way.
+#if defined(RMSNORM_SRC_CPU_QUANTIZE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef RMSNORM_SRC_CPU_QUANTIZE_INL_H_
+#undef RMSNORM_SRC_CPU_QUANTIZE_INL_H_
+#else
+#define RMSNORM_SRC_CPU_QUANTIZE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "cpu/convert-inl.h"
+#include "hwy/highway.h"
+#include "ref/quant_formats.h"
+#include "rmsnorm/rmsnorm.hpp"
+
+HWY_BEFORE_NAMESPACE();
+namespace rmsnorm::cpu::HWY_NAMESPACE {
+namespace quantize_detail {
+
+using DI8 = hn::Rebind<int8_t, DF>;
+using DU8 = hn::Rebind<uint8_t, DF>;
+constexpr size_t kMaxQuantLanes = hn::MaxLanes(DF());
+constexpr uint32_t kInfinityBits = 0x7F800000u;
+
+// fn(i, count) for consecutive vectors over [0, n): count is Lanes(DF) but in the last, partial one.
+template <class Fn>
+HWY_INLINE void ForEachVectorOf(size_t n, const Fn& fn) {
+  const size_t lanes = hn::Lanes(DF());
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) fn(i, lanes);
+  if (i < n) fn(i, n - i);
+}
+
+// count values at p; lanes past count are zero, which no maximum or quotient below notices.
+HWY_INLINE VF LoadUpTo(DF d, const float* p, size_t count) {
+  if (HWY_LIKELY(count == hn::Lanes(d))) return hn::LoadU(d, p);
+  HWY_ALIGN float buffer[kMaxQuantLanes] = {};
+  std::memcpy(buffer, p, HWY_MIN(count, kMaxQuantLanes) * sizeof(float));  // the bound is for the compiler
+  return hn::Load(d, buffer);
+}
+
+// The first count lanes of v to p; nothing past them is written.
+template <class D>
+HWY_INLINE void StoreUpTo(D d, hn::Vec<D> v, hn::TFromD<D>* p, size_t count) {
+  if (HWY_LIKELY(count == hn::Lanes(d))) return hn::StoreU(v, d, p);
+  HWY_ALIGN hn::TFromD<D> buffer[kMaxQuantLanes];
+  hn::Store(v, d, buffer);
+  std::memcpy(p, buffer, HWY_MIN(count, kMaxQuantLanes) * sizeof(*p));
+}
+
+HWY_INLINE float FloatFromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// The bits of max|y_i| over [0, n) (0 for n = 0). |y|'s bits as integers order as the magnitudes do,
+// with +inf above every finite value and every NaN above +inf, so an integer maximum is exact, needs
+// no order, and reports a NaN anywhere (a float max would drop or keep NaN depending on the target).
+HWY_INLINE uint32_t MaxMagnitudeBits(const float* y, size_t n) {
+  const DF d;
+  const DI32 di;
+  const auto magnitude_mask = hn::Set(di, 0x7FFFFFFF);
+  auto max_bits = hn::Zero(di);
+  ForEachVectorOf(n, [&](size_t i, size_t count) {
+    max_bits = hn::Max(max_bits, hn::And(hn::BitCast(di, LoadUpTo(d, y + i, count)), magnitude_mask));
+  });
+  return static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_bits)));
+}
+
+// q_i = clamp(rne(y_i / scale), -127, 127) for i < n; scale finite and > 0. Clamping before rounding
+// is the same as after: the bounds are integers.
+HWY_INLINE void Int8Values(const float* y, size_t n, float scale, int8_t* q) {
+  const DF d;
+  const DI8 d8;
+  const VF divisor = hn::Set(d, scale);
+  const VF upper = hn::Set(d, float(quant::kInt8Max)), lower = hn::Set(d, -float(quant::kInt8Max));
+  ForEachVectorOf(n, [&](size_t i, size_t count) {
+    const VF ratio = hn::Div(LoadUpTo(d, y + i, count), divisor);
+    const VF clamped = hn::Min(hn::Max(ratio, lower), upper);
+    // NearestInt rounds to nearest even on every target. The int32 lanes are within [-127, 127]: the
+    // narrowing (which saturates) is exact.
+    StoreUpTo(d8, hn::DemoteTo(d8, hn::NearestInt(clamped)), q + i, count);
+  });
+}
+
+// The E4M3 encodings of ratio's lanes, with sign_bits (0 or 0x80 per lane) as their sign bits:
+// nearest even, magnitudes above 448 and infinities saturating to 448, NaN to S.1111.111.
+HWY_INLINE hn::Vec<DI32> E4M3Bits(DF d, VF ratio, hn::Vec<DU32> sign_bits) {
+  const DU32 du;
+  const DI32 di;
+  const auto is_nan = hn::IsNaN(ratio);
+  // NaN lanes compute on zero: their result is replaced at the end.
+  const VF magnitude = hn::IfThenZeroElse(is_nan, hn::Min(hn::Abs(ratio), hn::Set(d, quant::kE4M3Max)));
+  // Normal (2^-6 <= magnitude <= 448): rebias the exponent from 127 to 7 and round the 20 mantissa bits
+  // E4M3 lacks to nearest even; a carry out of the mantissa moves into the exponent, as it should.
+  const auto bits = hn::BitCast(du, magnitude);
+  const auto rebiased = hn::Sub(bits, hn::Set(du, 120u << 23));  // wraps below 2^-6: not selected
+  const auto lowest_kept = hn::And(hn::ShiftRight<20>(rebiased), hn::Set(du, 1u));
+  const auto normal = hn::ShiftRight<20>(hn::Add(rebiased, hn::Add(hn::Set(du, 0x7FFFFu), lowest_kept)));
+  // Subnormal: the magnitude in steps of 2^-9 (the scaling is exact), rounded; 8 steps is the smallest
+  // normal, whose encoding is 8.
+  const auto steps = hn::NearestInt(hn::Mul(magnitude, hn::Set(d, 1.0f / quant::kE4M3SubnormalStep)));
+  const auto subnormal = hn::BitCast(du, steps);
+  auto code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(magnitude, hn::Set(d, quant::kE4M3MinNormal))), subnormal, normal);
+  code = hn::IfThenElse(hn::RebindMask(du, is_nan), hn::Set(du, uint32_t{quant::kE4M3NaNBits}), code);
+  return hn::BitCast(di, hn::Or(code, sign_bits));
+}
+
+// q_i = encode(y_i / scale) for i < n, any scale; the sign bit is sign(y_i) XOR sign(scale), the
+// quotient's sign where it is not NaN, and for NaN quotients a sign that does not depend on the CPU.
+HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q) {
+  const DF d;
+  const DU32 du;
+  const DU8 d8;
+  const VF divisor = hn::Set(d, scale);
+  const auto divisor_bits = hn::BitCast(du, divisor);
+  ForEachVectorOf(n, [&](size_t i, size_t count) {
+    const VF v = LoadUpTo(d, y + i, count);
+    const auto sign_bits =
+        hn::And(hn::ShiftRight<24>(hn::Xor(hn::BitCast(du, v), divisor_bits)), hn::Set(du, uint32_t{quant::kE4M3SignBit}));
+    // The int32 lanes are encodings, within [0, 255]: the narrowing is exact.
+    StoreUpTo(d8, hn::DemoteTo(d8, E4M3Bits(d, hn::Div(v, divisor), sign_bits)), q + i, count);
+  });
+}
+
+}  // namespace quantize_detail
+
+// y: (n) f32 -> q: (n) int8, *scale: f32, with y ~ q * scale. Symmetric, one scale for the row:
+//   scale = max|y| / 127 (f32 division), q = clamp(rne(y / scale), -127, 127) (f32 division).
+// scale 0 (an all-zero row, or max|y| < 127 * 2^-150 so that the division underflows) gives q = 0.
+// A row with a NaN gets scale NaN and one with an infinity (and no NaN) scale +inf, both with q = 0:
+// such a row has no int8 form, and dequantizing it gives NaN throughout, as the norm's own output
+// does for a row with a NaN. n = 0 writes scale 0 and nothing else.
+inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) {
+  using namespace quantize_detail;
+  const size_t count = static_cast<size_t>(n);
+  const uint32_t max_bits = MaxMagnitudeBits(y, count);
+  if (max_bits >= kInfinityBits) {
+    *scale = max_bits == kInfinityBits ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+    std::fill_n(q, count, int8_t{0});
+    return;
+  }
+  const float row_scale = FloatFromBits(max_bits) / float(quant::kInt8Max);
+  *scale = row_scale;
+  if (row_scale == 0.0f) {
+    std::fill_n(q, count, int8_t{0});
+    return;
+  }
+  Int8Values(y, count, row_scale, q);
+}
+
+// y: (n) f32 -> q: (n) OCP E4M3FN bytes, with y ~ decode(q) * scale; *scale_inout: f32.
+// dynamic: scale = max|y| / 448 (f32 division), written to *scale_inout. scale 0 (an all-zero row, or
+//   underflow) gives q = 0x00. A row with a NaN gets scale NaN, one with an infinity scale +inf, both
+//   with every q = NaN (0x7F): the row has no fp8 form.
+// static: *scale_inout is read and left alone. It should be finite and > 0 (the C ABI refuses others);
+//   any other scale gives what the formula below gives, the same on every target.
+// q = encode(y / scale) (f32 division): to nearest even, finite magnitudes beyond 448 and infinities
+// saturating to +-448 (0x7E / 0xFE), NaN -> 0x7F / 0xFF; the sign bit is sign(y) XOR sign(scale).
+inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint8_t* q, float* scale_inout, bool dynamic) {
+  using namespace quantize_detail;
+  const size_t count = static_cast<size_t>(n);
+  if (!dynamic) {
+    E4M3Values(y, count, *scale_inout, q);
+    return;
+  }
+  const uint32_t max_bits = MaxMagnitudeBits(y, count);
+  if (max_bits >= kInfinityBits) {
+    *scale_inout = max_bits == kInfinityBits ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+    std::fill_n(q, count, quant::kE4M3NaNBits);
+    return;
+  }
+  const float row_scale = FloatFromBits(max_bits) / quant::kE4M3Max;
+  *scale_inout = row_scale;
+  if (row_scale == 0.0f) {
+    std::fill_n(q, count, uint8_t{0});
+    return;
+  }
+  E4M3Values(y, count, row_scale, q);
+}
+
+// y: (n) f32, n a multiple of 32 (the caller checks: the C ABI refuses other lengths; a remainder
+// would be left unwritten) -> blocks: (n / 32) quant::BlockQ8_0, ggml's q8_0 layout, d in the
+// machine's byte order as ggml stores it.
+// Per block: d = f16(max|y| / 127), the f32 quotient rounded to nearest even, saturating at 65504
+// (the largest finite f16) rather than overflowing; q = clamp(rne(y / d), -127, 127), dividing in f32
+// by the stored f16 value; d = 0 (a zero block, or max|y| below about 3.8e-6, whose d rounds to 0)
+// gives q = 0. A block with a NaN gets d = NaN (0x7E00), one with an infinity d = +inf (0x7C00), both
+// with q = 0.
+// ggml's quantize_row_q8_0_ref stores the same d (but where ours saturates, ggml's overflows to inf)
+// and computes q otherwise: y times 1 / d of the unrounded f32 d, rounded half away from zero (roundf).
+// Its q is one step from ours where the two quotients round differently: at ties, and mostly where the
+// f16 rounding of d (up to 2^-11 relative, 0.06 at q = 127) moves y / d across a midpoint, about one
+// value in 130 for Gaussian rows. Ours makes q * d the nearest such product to y for the d stored,
+// which is the one a consumer multiplies by. Where d rounds to 0, ggml's q are not 0, but read as 0.
+inline void QuantizeQ8_0Row(const float* y, int64_t n, void* blocks) {
+  using namespace quantize_detail;
+  constexpr size_t kBlock = quant::kQ8_0BlockSize;
+  auto* out = static_cast<uint8_t*>(blocks);
+  for (size_t b = 0; b < static_cast<size_t>(n) / kBlock; ++b) {
+    const float* block_y = y + b * kBlock;
+    uint8_t* block = out + b * sizeof(quant::BlockQ8_0);
+    auto* qs = reinterpret_cast<int8_t*>(block + offsetof(quant::BlockQ8_0, qs));
+    const uint32_t max_bits = MaxMagnitudeBits(block_y, kBlock);
+    uint16_t d_bits;
+    float d = 0.0f;
+    if (max_bits >= kInfinityBits) {
+      d_bits = max_bits == kInfinityBits ? quant::kF16InfBits : quant::kF16NaNBits;
+    } else {
+      d_bits = rmsnorm::f16::from_float(FloatFromBits(max_bits) / float(quant::kInt8Max));
+      if (d_bits == quant::kF16InfBits) d_bits = quant::kF16MaxFiniteBits;
+      d = rmsnorm::f16::to_float(d_bits);
+    }
+    std::memcpy(block + offsetof(quant::BlockQ8_0, d), &d_bits, sizeof d_bits);
+    if (d == 0.0f) {
+      std::memset(qs, 0, kBlock);
+    } else {
+      Int8Values(block_y, kBlock, d, qs);
+    }
+  }
+}
+
+}  // namespace rmsnorm::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // per-target include guard
