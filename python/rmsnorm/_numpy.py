@@ -47,8 +47,60 @@ def _input(fn, x):
         raise ValueError(f"{fn}: x must have at least one axis (the one normalized), got a 0-d array")
     if x.shape[-1] == 0:
         raise ValueError(f"{fn}: the last axis of x must not be empty, got shape {x.shape}")
-    # The kernels read rows back to back; any other layout is copied once, as NumPy's own ufuncs would.
-    return np.ascontiguousarray(x), code
+    return x, code
+
+
+def _merged_axes(a):
+    """a's leading axes of more than one element as (count, stride in elements), outermost first, with
+    neighbours that step through memory as one axis merged; None when a row is not contiguous or a
+    stride is negative or not a whole number of elements."""
+    size = a.itemsize
+    if a.shape[-1] > 1 and a.strides[-1] != size:
+        return None
+    merged = []
+    for count, stride in zip(reversed(a.shape[:-1]), reversed(a.strides[:-1])):
+        if count == 1:
+            continue
+        if stride < 0 or stride % size:
+            return None
+        stride //= size
+        if merged and stride == merged[-1][0] * merged[-1][1]:
+            merged[-1] = (merged[-1][0] * count, merged[-1][1])
+        else:
+            merged.append((count, stride))
+    return merged[::-1]
+
+
+def _layout(a, inner_rows):
+    """(outer, inner) strides in elements that put row r of a (its leading axes in C order) at
+    (r // inner_rows) * outer + (r % inner_rows) * inner, as rmsnorm_config_ex takes them; None when a's
+    rows cannot be addressed that way (more levels, or rows out of order or overlapping)."""
+    axes = _merged_axes(a)
+    if axes is None:
+        return None
+    cols = a.shape[-1]
+    if not axes:  # one row
+        return cols * inner_rows, cols
+    if len(axes) == 1:
+        count, stride = axes[0]
+        outer, inner = stride * inner_rows, stride
+        outer_rows = count // inner_rows
+    elif len(axes) == 2 and axes[1][0] == inner_rows:
+        (outer_rows, outer), (_, inner) = axes
+    else:
+        return None
+    if (inner_rows > 1 and inner < cols) or (outer_rows > 1 and outer < (inner_rows - 1) * inner + cols):
+        return None
+    return outer, inner
+
+
+def _inner_rows(a):
+    axes = _merged_axes(a)
+    return axes[1][0] if axes is not None and len(axes) == 2 else 1
+
+
+def _address(a):
+    return a.__array_interface__["data"][0]
 
 
 def _param(fn, name, p, cols):
@@ -65,24 +117,47 @@ def _param(fn, name, p, cols):
 
 def _output(fn, out, x, params):
     if out is None:
-        return np.empty_like(x)
+        return np.empty(x.shape, x.dtype)
     if not isinstance(out, np.ndarray):
         raise TypeError(f"{fn}: out must be a numpy.ndarray or None, got {type(out).__name__}")
     if out.dtype != x.dtype or out.shape != x.shape:
         raise ValueError(
             f"{fn}: out must have x's shape {x.shape} and dtype {x.dtype}, got {out.shape} {out.dtype}"
         )
-    if not out.flags.c_contiguous:
-        raise ValueError(f"{fn}: out must be C-contiguous (the kernels write rows back to back)")
     if not out.flags.writeable:
         raise ValueError(f"{fn}: out is read-only")
-    # The kernels allow out to be x itself (in place) and nothing else that shares memory with an input.
-    if np.may_share_memory(out, x) and out.__array_interface__["data"][0] != x.__array_interface__["data"][0]:
-        raise ValueError(f"{fn}: out overlaps x without being x; pass out=x for in place, or a separate array")
     for name, p in params:
         if p is not None and np.may_share_memory(out, p):
             raise ValueError(f"{fn}: out overlaps {name}")
+    if not (out.flags.c_contiguous and x.flags.c_contiguous):
+        return out  # strided: the library checks x against out exactly (rows may interleave in one buffer)
+    # The kernels allow out to be x itself (in place) and nothing else that shares memory with an input.
+    if np.may_share_memory(out, x) and out.__array_interface__["data"][0] != x.__array_interface__["data"][0]:
+        raise ValueError(f"{fn}: out overlaps x without being x; pass out=x for in place, or a separate array")
     return out
+
+
+def _forward(fn, op, rows, cols, code, scalars, x, weight, bias, y, stats):
+    """Runs op on x into y: the plain call when both are C-contiguous, else the strided (_ex) call, with
+    x copied first only if its rows cannot be addressed in place."""
+    if x.flags.c_contiguous and y.flags.c_contiguous:
+        return getattr(_C, op)(rows, cols, code, *scalars, x, weight, bias, y, *stats)
+    for inner_rows in dict.fromkeys((_inner_rows(x), _inner_rows(y))):
+        x_layout, y_layout = _layout(x, inner_rows), _layout(y, inner_rows)
+        if x_layout is not None and y_layout is not None:
+            break
+    else:
+        x = np.ascontiguousarray(x)
+        inner_rows = _inner_rows(y)
+        x_layout, y_layout = _layout(x, inner_rows), _layout(y, inner_rows)
+        if y_layout is None:
+            raise ValueError(
+                f"{fn}: out's rows must be addressable as at most two levels of strides in row order "
+                f"(got shape {y.shape}, strides {y.strides}); pass a C-contiguous out or none"
+            )
+    strides = (*x_layout, 0, 0, *y_layout, 0, 0, 0, 0, 0, 0)
+    getattr(_C, op + "_ex")(rows, cols, code, *scalars, inner_rows, strides, _address(x), weight, bias,
+                            _address(y), *stats)
 
 
 def _operands(fn, x, weight, bias):
@@ -103,7 +178,7 @@ def rms_norm(x, weight=None, eps=1e-6, partial=1.0, *, bias=None, weight_offset=
     x, code, cols, weight, bias = _operands(fn, x, weight, bias)
     eps, partial, weight_offset = check_eps(fn, eps), check_partial(fn, partial), check_offset(fn, weight_offset)
     y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
-    _C.rms_forward(x.size // cols, cols, code, eps, partial, weight_offset, x, weight, bias, y, None)
+    _forward(fn, "rms_forward", x.size // cols, cols, code, (eps, partial, weight_offset), x, weight, bias, y, (None,))
     return y
 
 
@@ -116,7 +191,7 @@ def layer_norm(x, weight=None, bias=None, eps=1e-5, *, out=None):
     x, code, cols, weight, bias = _operands(fn, x, weight, bias)
     eps = check_eps(fn, eps)
     y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
-    _C.layer_forward(x.size // cols, cols, code, eps, 1.0, 0.0, x, weight, bias, y, None, None)
+    _forward(fn, "layer_forward", x.size // cols, cols, code, (eps, 1.0, 0.0), x, weight, bias, y, (None, None))
     return y
 
 
@@ -129,5 +204,5 @@ def l2_norm(x, weight=None, eps=1e-12, *, bias=None, out=None):
     x, code, cols, weight, bias = _operands(fn, x, weight, bias)
     eps = check_eps(fn, eps)
     y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
-    _C.l2_forward(x.size // cols, cols, code, eps, 1.0, 0.0, x, weight, bias, y, None)
+    _forward(fn, "l2_forward", x.size // cols, cols, code, (eps, 1.0, 0.0), x, weight, bias, y, (None,))
     return y

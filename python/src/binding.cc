@@ -11,8 +11,10 @@
 // type (dtype, device, overlap) live in the Python layer, the only caller; the library checks the rest
 // (sizes, eps, partial, NULL where required) and reports a status, which becomes a Python exception here.
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/string.h>
 
+#include <array>
 #include <cctype>
 #include <cstdint>
 #include <new>
@@ -161,9 +163,36 @@ void DefineOp(nb::module_& m, std::index_sequence<I...>) {
       nb::arg(reg::Info(op.tensors[I].tensor).name).none()...);
 }
 
+// The op's _ex twin, `<python_name>_ex`: strided rows (rmsnorm_config_ex). inner_rows as in the header;
+// strides: (outer, inner) in elements for x, residual, y, residual_out, dy, dx in that order (0 =
+// packed). Strided tensors come as addresses (ints): their bytes are not one buffer of rows * cols
+// elements, and the library's own checks (layout, alignment, exact overlap) guard them.
+template <size_t kOp, size_t... I>
+void DefineOpEx(nb::module_& m, std::index_sequence<I...>) {
+  constexpr const reg::OpInfo& op = reg::kOps[kOp];
+  m.def(
+      (std::string(op.python_name) + "_ex").c_str(),
+      [](int64_t rows, int64_t cols, int dtype, float eps, float partial, float weight_offset, int64_t inner_rows,
+         const std::array<int64_t, 12>& strides, Handle<I>... tensors) {
+        constexpr const reg::OpInfo& info = reg::kOps[kOp];
+        rmsnorm_config_ex c = rmsnorm_config_ex_init(rows, cols);
+        c.base = make_config(rows, cols, dtype, eps, partial, weight_offset);
+        c.inner_rows = inner_rows;
+        rmsnorm_row_strides* const layouts[] = {&c.x, &c.residual, &c.y, &c.residual_out, &c.dy, &c.dx};
+        for (size_t t = 0; t < 6; ++t) *layouts[t] = rmsnorm_row_strides{strides[2 * t], strides[2 * t + 1]};
+        const nb::handle handles[] = {tensors...};
+        const Operand operands[] = {OperandOf(c.base, info.tensors[I], handles[I])...};
+        void* ordered[] = {operands[I].template as<void>()...};
+        run(c.base, [&] { return info.call_ex(&c, ordered); });
+      },
+      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("partial"), nb::arg("weight_offset"),
+      nb::arg("inner_rows"), nb::arg("strides"), nb::arg(reg::Info(op.tensors[I].tensor).name).none()...);
+}
+
 template <size_t... kOp>
 void DefineOps(nb::module_& m, std::index_sequence<kOp...>) {
   (DefineOp<kOp>(m, std::make_index_sequence<reg::kOps[kOp].num_tensors>()), ...);
+  (DefineOpEx<kOp>(m, std::make_index_sequence<reg::kOps[kOp].num_tensors>()), ...);
 }
 
 }  // namespace

@@ -139,6 +139,40 @@ def test_non_contiguous_input_is_copied_not_misread(rng):
     close(rmsnorm.layer_norm(xt), ln_ref(xt), np.float32)
 
 
+def test_qk_norm_on_a_view_of_a_qkv_buffer_runs_in_place(rng):
+    # QK-norm: q's heads are a (tokens, heads, head_dim) view into qkv[tokens][(Hq + 2 Hkv) * D], not
+    # contiguous; out=q writes through the view, so nothing was copied, and k and v stay as they were.
+    tokens, hq, hkv, d = 5, 4, 2, 32
+    qkv = rng.standard_normal((tokens, (hq + 2 * hkv) * d)).astype(np.float32)
+    before = qkv.copy()
+    heads = qkv.reshape(tokens, hq + 2 * hkv, d)
+    q = heads[:, :hq]
+    assert not q.flags.c_contiguous and np.shares_memory(q, qkv)
+    w = rng.uniform(0.5, 1.5, d).astype(np.float32)
+    want = rmsnorm.rms_norm(np.ascontiguousarray(q), w)
+    assert rmsnorm.rms_norm(q, w, out=q) is q
+    np.testing.assert_array_equal(heads[:, :hq], want)
+    np.testing.assert_array_equal(qkv[:, hq * d:], before[:, hq * d:])
+    # Without out=, a strided x gives a new contiguous array with the same bits.
+    k = before.reshape(tokens, hq + 2 * hkv, d)[:, hq:hq + hkv]
+    np.testing.assert_array_equal(rmsnorm.layer_norm(k), rmsnorm.layer_norm(np.ascontiguousarray(k)))
+    np.testing.assert_array_equal(rmsnorm.l2_norm(k), rmsnorm.l2_norm(np.ascontiguousarray(k)))
+
+
+def test_strided_rows_interleaved_in_one_buffer(rng):
+    # x and out are alternate column blocks of one array: their rows interleave without sharing an
+    # element, which the library's exact overlap check accepts; shifted by one element they overlap.
+    buf = rng.standard_normal((6, 64)).astype(np.float32)
+    x, out = buf[:, :32], buf[:, 32:]
+    want = rmsnorm.rms_norm(np.ascontiguousarray(x))
+    rmsnorm.rms_norm(x, out=out)
+    np.testing.assert_array_equal(out, want)
+    with pytest.raises(ValueError, match="overlap"):
+        rmsnorm.rms_norm(buf[:, :32], out=buf[:, 31:63])
+    # Rows in reverse order cannot be addressed in place: x is copied, the result is the same.
+    np.testing.assert_array_equal(rmsnorm.rms_norm(buf[::-1, :32]), rmsnorm.rms_norm(np.ascontiguousarray(buf[::-1, :32])))
+
+
 def test_out_in_place_and_preallocated(rng):
     x = rng.standard_normal((5, 40)).astype(np.float32)
     expect = rmsnorm.rms_norm(x)
