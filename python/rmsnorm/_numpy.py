@@ -6,7 +6,7 @@ take (the statistics and the arithmetic are f32 or wider whatever the storage).
 """
 import numpy as np
 
-from . import _C
+from . import _C, _layout
 from ._checks import check_eps, check_offset, check_partial
 
 # The library's dtypes by NumPy name (the registry's list, rmsnorm._C.DTYPES). Keyed by dtype object:
@@ -50,53 +50,10 @@ def _input(fn, x):
     return x, code
 
 
-def _merged_axes(a):
-    """a's leading axes of more than one element as (count, stride in elements), outermost first, with
-    neighbours that step through memory as one axis merged; None when a row is not contiguous or a
-    stride is negative or not a whole number of elements."""
+def _element_strides(a):
+    """a's strides in elements, or None when one is not a whole number of elements."""
     size = a.itemsize
-    if a.shape[-1] > 1 and a.strides[-1] != size:
-        return None
-    merged = []
-    for count, stride in zip(reversed(a.shape[:-1]), reversed(a.strides[:-1])):
-        if count == 1:
-            continue
-        if stride < 0 or stride % size:
-            return None
-        stride //= size
-        if merged and stride == merged[-1][0] * merged[-1][1]:
-            merged[-1] = (merged[-1][0] * count, merged[-1][1])
-        else:
-            merged.append((count, stride))
-    return merged[::-1]
-
-
-def _layout(a, inner_rows):
-    """(outer, inner) strides in elements that put row r of a (its leading axes in C order) at
-    (r // inner_rows) * outer + (r % inner_rows) * inner, as rmsnorm_config_ex takes them; None when a's
-    rows cannot be addressed that way (more levels, or rows out of order or overlapping)."""
-    axes = _merged_axes(a)
-    if axes is None:
-        return None
-    cols = a.shape[-1]
-    if not axes:  # one row
-        return cols * inner_rows, cols
-    if len(axes) == 1:
-        count, stride = axes[0]
-        outer, inner = stride * inner_rows, stride
-        outer_rows = count // inner_rows
-    elif len(axes) == 2 and axes[1][0] == inner_rows:
-        (outer_rows, outer), (_, inner) = axes
-    else:
-        return None
-    if (inner_rows > 1 and inner < cols) or (outer_rows > 1 and outer < (inner_rows - 1) * inner + cols):
-        return None
-    return outer, inner
-
-
-def _inner_rows(a):
-    axes = _merged_axes(a)
-    return axes[1][0] if axes is not None and len(axes) == 2 else 1
+    return None if any(st % size for st in a.strides) else tuple(st // size for st in a.strides)
 
 
 def _address(a):
@@ -142,20 +99,21 @@ def _forward(fn, op, rows, cols, code, scalars, x, weight, bias, y, stats):
     x copied first only if its rows cannot be addressed in place."""
     if x.flags.c_contiguous and y.flags.c_contiguous:
         return getattr(_C, op)(rows, cols, code, *scalars, x, weight, bias, y, *stats)
-    for inner_rows in dict.fromkeys((_inner_rows(x), _inner_rows(y))):
-        x_layout, y_layout = _layout(x, inner_rows), _layout(y, inner_rows)
-        if x_layout is not None and y_layout is not None:
-            break
-    else:
+    x_strides, y_strides = _element_strides(x), _element_strides(y)
+    if x_strides is None:
         x = np.ascontiguousarray(x)
-        inner_rows = _inner_rows(y)
-        x_layout, y_layout = _layout(x, inner_rows), _layout(y, inner_rows)
-        if y_layout is None:
-            raise ValueError(
-                f"{fn}: out's rows must be addressable as at most two levels of strides in row order "
-                f"(got shape {y.shape}, strides {y.strides}); pass a C-contiguous out or none"
-            )
-    strides = (*x_layout, 0, 0, *y_layout, 0, 0, 0, 0, 0, 0)
+        x_strides = _element_strides(x)
+    inner_rows, x_layout, y_layout = (None, None, None) if y_strides is None else _layout.plan(
+        x.shape, x_strides, y.shape, y_strides)
+    if y_layout is None:
+        raise ValueError(
+            f"{fn}: out's rows must be addressable as at most two levels of strides in row order "
+            f"(got shape {y.shape}, strides {y.strides}); pass a C-contiguous out or none"
+        )
+    if x_layout is None:
+        x = np.ascontiguousarray(x)
+        x_layout = _layout.layout(x.shape, _element_strides(x), inner_rows)
+    strides = _layout.strides_argument(x_layout, y_layout)
     getattr(_C, op + "_ex")(rows, cols, code, *scalars, inner_rows, strides, _address(x), weight, bias,
                             _address(y), *stats)
 

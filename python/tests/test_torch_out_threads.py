@@ -151,3 +151,32 @@ def test_explicit_setting_holds_until_the_next_torch_call(_restore_torch_threads
     assert rmsnorm.get_num_threads() == 5
     rt.rms_norm(x, (64,), w)  # a torch call takes torch's count again, though torch's did not change
     assert rmsnorm.get_num_threads() == 2
+
+
+def test_qk_norm_on_a_view_of_a_qkv_tensor():
+    # QK-norm's heads are a strided view into the fused projection output; out= writes through the view
+    # (in place, no copy: k and v stay as they were), and without out= the result has the same bits.
+    tokens, hq, hkv, d = 6, 4, 2, 32
+    qkv = torch.randn(tokens, (hq + 2 * hkv) * d)
+    before = qkv.clone()
+    heads = qkv.view(tokens, hq + 2 * hkv, d)
+    q, k = heads[:, :hq], heads[:, hq:hq + hkv]
+    assert not q.is_contiguous()
+    w = torch.rand(d) + 0.5
+    want_q = rt.rms_norm(q.contiguous(), (d,), w, 1e-6)
+    want_k = rt.layer_norm(k.contiguous(), (d,), w, None, 1e-5)
+    with torch.no_grad():
+        assert torch.equal(rt.rms_norm(k, (d,), w, 1e-6), rt.rms_norm(k.contiguous(), (d,), w, 1e-6))
+        assert rt.rms_norm(q, (d,), w, 1e-6, out=q) is q
+        rt.layer_norm(k, (d,), w, None, 1e-5, out=k)
+    assert torch.equal(heads[:, :hq], want_q)
+    assert torch.equal(heads[:, hq:hq + hkv], want_k)
+    assert torch.equal(qkv[:, (hq + hkv) * d:], before[:, (hq + hkv) * d:])
+    # With autograd the strided input is read in place too; the gradient matches the contiguous one's.
+    x = before.view(tokens, hq + 2 * hkv, d)[:, :hq].clone().requires_grad_(False)
+    base = before.clone().requires_grad_(True)
+    view = base.view(tokens, hq + 2 * hkv, d)[:, :hq]
+    rt.rms_norm(view, (d,), w, 1e-6).square().sum().backward()
+    ref = x.clone().requires_grad_(True)
+    rt.rms_norm(ref, (d,), w, 1e-6).square().sum().backward()
+    assert torch.equal(base.grad.view(tokens, hq + 2 * hkv, d)[:, :hq], ref.grad)

@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .. import _C, _runtime
+from .. import _C, _layout, _runtime
 
 # The library's dtypes as torch spells them (the registry's list, rmsnorm._C.DTYPES).
 _CODES = {getattr(torch, name): code for code, (_, _, _, name) in _C.DTYPES.items() if hasattr(torch, name)}
@@ -91,7 +91,8 @@ def follow_torch_threads():
 def rms_forward(x: Tensor, cols: int, weight, bias, eps: float, partial: float, weight_offset: float, want_rstd: bool,
                 out: Optional[Tensor] = None):
     # The decode-row hot path: helpers inlined where the call would cost more than its body.
-    x = x.contiguous()
+    if not x.is_contiguous() or (out is not None and not out.is_contiguous()):
+        return _strided_forward("rms_forward", x, cols, weight, bias, (eps, partial, weight_offset), (want_rstd,), out)
     rows = x.numel() // cols
     w = weight if weight is None or (weight.dtype is _F32 and weight.is_contiguous()) else _as_f32(weight)
     b = bias if bias is None else _as_f32(bias)
@@ -139,7 +140,8 @@ def rms_add_forward(x: Tensor, residual: Tensor, cols: int, weight, bias, eps: f
 
 
 def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bool, out: Optional[Tensor] = None):
-    x = x.contiguous()
+    if not x.is_contiguous() or (out is not None and not out.is_contiguous()):
+        return _strided_forward("layer_forward", x, cols, weight, bias, (eps, 1.0, 0.0), (want_stats, want_stats), out)
     rows = x.numel() // cols
     w, b = _as_f32(weight), _as_f32(bias)
     y = _like(x) if out is None else out
@@ -291,6 +293,28 @@ def fused_add_rms_norm_(
 @fused_add_rms_norm_.register_fake
 def _(x, residual, weight, bias, eps, partial, weight_offset):
     return None
+
+
+def _strided_forward(op, x, cols, weight, bias, scalars, wanted_stats, out):
+    """A forward on a non-contiguous x or out through the _ex call: x is read in place where its rows are
+    one or two levels of evenly spaced rows (QK-norm's heads inside a QKV buffer), else copied once; y is
+    out, or a new contiguous tensor. Returns y and the statistics asked for."""
+    rows = x.numel() // cols
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
+    inner_rows, x_layout, y_layout = _layout.plan(tuple(x.shape), x.stride(), tuple(y.shape), y.stride())
+    if y_layout is None:
+        raise ValueError(f"out's rows must be addressable as at most two levels of strides in row order "
+                         f"(got strides {y.stride()}); pass a contiguous out")
+    if x_layout is None:
+        x = x.contiguous()
+        x_layout = _layout.layout(tuple(x.shape), x.stride(), inner_rows)
+    w, b = _as_f32(weight), _as_f32(bias)
+    stats = [_stats(rows, wanted, x.device) for wanted in wanted_stats]
+    follow_torch_threads()
+    getattr(_C, op + "_ex")(rows, cols, _CODES[x.dtype], *scalars, inner_rows,
+                            _layout.strides_argument(x_layout, y_layout), x.data_ptr(), _address(w), _address(b),
+                            y.data_ptr(), *[_address(t) for t in stats])
+    return (y, *stats)
 
 
 # ---- Custom ops: out= forms (no autograd, as torch's own out= functions) --------------------------

@@ -12,6 +12,7 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import Tensor
 
+from .. import _layout
 from .._checks import F32_MAX, check_eps, check_offset, check_partial
 from . import _ops, _sharding
 
@@ -188,8 +189,8 @@ def rms_norm(
     as torch does for float32, bfloat16 and float16 inputs. The output has the input's dtype; weight and
     bias may have another float dtype and are used as float32.
 
-    out: a contiguous CPU tensor of the input's shape and dtype to write y into (it may be the input
-    itself), returned. As with torch's out= functions there is no autograd then: with grad mode on, an
+    out: a CPU tensor of the input's shape and dtype to write y into (it may be the input itself),
+    returned: contiguous, or in eager mode a strided view such as QK-norm's heads inside a QKV buffer. As with torch's out= functions there is no autograd then: with grad mode on, an
     argument that requires grad is an error.
     """
     if out is not None:
@@ -261,7 +262,7 @@ def _refuse_autograd(fn, what, *tensors):
         )
 
 
-def _check_out(fn, out, input):
+def _check_out(fn, out, input, eager):
     if not isinstance(out, Tensor):
         raise TypeError(f"{fn}: out must be a torch.Tensor, got {type(out).__name__}")
     _check_device(fn, "out", out)
@@ -271,9 +272,10 @@ def _check_out(fn, out, input):
         raise TypeError(f"{fn}: out has dtype {out.dtype}, but the output has the input's dtype {input.dtype}")
     if out.shape != input.shape:
         raise ValueError(f"{fn}: out must have the input's shape {list(input.shape)}, got {list(out.shape)}")
-    if not out.is_contiguous():
-        raise ValueError(f"{fn}: out must be contiguous (the kernels write rows of a dense array); "
-                         f"got strides {out.stride()}")
+    if not out.is_contiguous() and (not eager or _layout.layout(
+            tuple(out.shape), out.stride(), _layout.inner_rows_of(tuple(out.shape), out.stride())) is None):
+        raise ValueError(f"{fn}: out must be contiguous, or (eagerly, over the last dimension) a view whose rows are "
+                         f"one or two levels of evenly spaced rows in order; got strides {out.stride()}")
 
 
 def _rms_norm_into(input, normalized_shape, weight, eps, partial, weight_offset, bias, out):
@@ -285,9 +287,10 @@ def _rms_norm_into(input, normalized_shape, weight, eps, partial, weight_offset,
     eps = RMS_NORM_DEFAULT_EPS if eps is None else check_eps(fn, eps)
     partial = check_partial(fn, partial)
     weight_offset = check_offset(fn, weight_offset)
-    _check_out(fn, out, input)
+    eager = _eager_cols(input, normalized_shape, weight, bias)
+    _check_out(fn, out, input, eager)
     _refuse_autograd(fn, "out=", input, w, b, out)
-    if _eager_cols(input, normalized_shape, weight, bias):
+    if eager:
         _ops.rms_forward(input, cols, w, b, eps, partial, weight_offset, False, out=out)
     else:
         _ops.rms_norm_out(input.reshape(-1, cols).contiguous(), _flat(w), _flat(b), eps, partial, weight_offset,
@@ -302,9 +305,10 @@ def _layer_norm_into(input, normalized_shape, weight, bias, eps, out):
     w = _check_param(fn, "weight", weight, input, shape)
     b = _check_param(fn, "bias", bias, input, shape)
     eps = check_eps(fn, eps)
-    _check_out(fn, out, input)
+    eager = _eager_cols(input, normalized_shape, weight, bias)
+    _check_out(fn, out, input, eager)
     _refuse_autograd(fn, "out=", input, w, b, out)
-    if _eager_cols(input, normalized_shape, weight, bias):
+    if eager:
         _ops.layer_forward(input, cols, w, b, eps, False, out=out)
     else:
         _ops.layer_norm_out(input.reshape(-1, cols).contiguous(), _flat(w), _flat(b), eps, out.view(-1, cols))
