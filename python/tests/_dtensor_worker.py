@@ -2,15 +2,13 @@
 
 Raises on a mismatch; the test sees the worker's exception.
 """
-import datetime
 import os
-import sys
 
 import torch
-import torch.distributed as dist
 
-import rmsnorm
 import rmsnorm.torch as rt
+
+import _gloo
 
 
 def check(rank, mesh):
@@ -59,16 +57,8 @@ def check(rank, mesh):
 
 
 def run(rank, world, port, out_dir):
-    if sys.platform.startswith("linux"):
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    torch.set_num_threads(1)
-    rmsnorm.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=60))
-    try:
+    with _gloo.process_group(rank, world, port):
         from torch.distributed.device_mesh import init_device_mesh
 
         check(rank, init_device_mesh("cpu", (world,)))
         open(os.path.join(out_dir, f"ok{rank}"), "w").close()
-    finally:
-        dist.destroy_process_group()

@@ -1,20 +1,9 @@
 """Two gloo processes under FSDP2 (fully_shard) reach the weights one process reaches on the full batch."""
-import socket
-import time
-
 import pytest
 import torch
-import torch.multiprocessing as mp
 
+import _gloo
 import _fsdp_worker as worker
-
-TIMEOUT_S = 240
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fsdp2_available():
@@ -27,22 +16,12 @@ def fsdp2_available():
 
 @pytest.mark.skipif(not fsdp2_available(), reason="torch.distributed.fsdp.fully_shard not available")
 def test_fsdp2_two_processes_equal_one(tmp_path):
-    ctx = mp.start_processes(worker.run, args=(2, free_port(), str(tmp_path)), nprocs=2, join=False,
-                             start_method="spawn")
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while not ctx.join(timeout=5):
-            if time.monotonic() > deadline:
-                pytest.fail(f"FSDP workers did not finish in {TIMEOUT_S} s")
-    finally:
-        for p in ctx.processes:
-            if p.is_alive():
-                p.terminate()
+    _gloo.run_two(worker.run, tmp_path, "FSDP")
     got = torch.load(tmp_path / "fsdp.pt", weights_only=True)
 
     single = worker.make_model()
-    x, y = worker.make_data()
-    worker.train(single, x, y)
+    x, y = _gloo.make_data()
+    _gloo.train(single, x, y)
     expect = single.state_dict()
 
     assert list(got) == list(expect)
