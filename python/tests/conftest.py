@@ -16,3 +16,22 @@ def _restore_library_settings():
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture
+def torch_seed():
+    """torch's global generator reseeded, for the torch tests (pytestmark = usefixtures("torch_seed"))."""
+    import torch
+
+    torch.manual_seed(0)
+
+
+@pytest.fixture(params=["eager", "ops"])
+def route(request, monkeypatch):
+    """Both routes to the kernels: the direct eager one and the torch.library ops (under compile, export
+    or a dispatch mode)."""
+    import rmsnorm.torch as rt
+
+    if request.param == "ops":
+        monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
+    return request.param

@@ -15,17 +15,7 @@ TOL = {
 DTYPES = list(TOL)
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture(params=["eager", "ops"])
-def route(request, monkeypatch):
-    """Both routes to the kernels: the direct eager one and the torch.library ops."""
-    if request.param == "ops":
-        monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
-    return request.param
+pytestmark = pytest.mark.usefixtures("torch_seed")
 
 
 def reference(x, residual, weight, eps, bias=None, partial=1.0, weight_offset=0.0):

@@ -6,16 +6,7 @@ import rmsnorm
 import rmsnorm.torch as rt
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture(params=["eager", "ops"])
-def route(request, monkeypatch):
-    if request.param == "ops":
-        monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
-    return request.param
+pytestmark = pytest.mark.usefixtures("torch_seed")
 
 
 def rms_reference(x, w, eps):

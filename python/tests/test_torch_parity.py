@@ -25,17 +25,7 @@ def assert_close(a, b, dtype, scale=1.0):
     torch.testing.assert_close(a.float(), b.float(), rtol=t["rtol"], atol=t["atol"] * scale)
 
 
-@pytest.fixture(autouse=True)
-def _seed():
-    torch.manual_seed(0)
-
-
-@pytest.fixture(params=["eager", "ops"])
-def route(request, monkeypatch):
-    """Run a test through both routes to the kernels: the direct eager one and the torch.library ops."""
-    if request.param == "ops":
-        monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
-    return request.param
+pytestmark = pytest.mark.usefixtures("torch_seed")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
