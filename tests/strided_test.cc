@@ -12,6 +12,7 @@
 
 #include "registry/registry.h"
 #include "rmsnorm/rmsnorm.h"
+#include "rmsnorm/rmsnorm.hpp"
 #include "test_util.h"
 
 namespace rmsnorm::test {
@@ -383,6 +384,50 @@ TEST(Strided, StructSizeVersionsTheConfig) {
   // The plain config's checks still apply, under the _ex function's name.
   rmsnorm_config_ex bad = rmsnorm_config_ex_init(4, 0);
   ExpectRefused(RMSNORM_ERROR_INVALID_ARGUMENT, bad, x.data(), y.data(), 0, "rmsnorm_forward_ex: config->cols");
+}
+
+// The C++ API: strided matrices (head_matrix, a row stride) reach the _ex calls, packed ones the plain
+// calls, and both give the bits of the packed rows.
+TEST(Strided, CppApiHeadMatrices) {
+  constexpr int64_t kTokens = 5, kHq = 4, kHkv = 2, kD = 16, kWidth = (kHq + 2 * kHkv) * kD;
+  std::mt19937 rng(9);
+  std::normal_distribution<float> value(0.0f, 1.5f);
+  std::vector<float> qkv(size_t(kTokens * kWidth)), weight(kD), packed, want, rstd(kTokens * kHq);
+  for (float& v : qkv) v = value(rng);
+  for (float& w : weight) w = 1.0f + 0.2f * value(rng);
+  for (int64_t t = 0; t < kTokens; ++t) packed.insert(packed.end(), qkv.begin() + t * kWidth, qkv.begin() + t * kWidth + kHq * kD);
+  want.resize(packed.size());
+  const auto args = rmsnorm::NormArgs{}.with_weight(weight);
+  rmsnorm::rms_norm(rmsnorm::matrix(packed, kD), rmsnorm::matrix(want, kD), args);
+
+  // In place, and into a packed output.
+  std::vector<float> out(packed.size());
+  const auto q = rmsnorm::head_matrix(qkv.data(), kTokens, kHq, kD, kWidth);
+  rmsnorm::rms_norm(rmsnorm::Matrix<const float>(q), rmsnorm::matrix(out, kD), args, rmsnorm::Span<float>(rstd));
+  EXPECT_EQ(0, std::memcmp(out.data(), want.data(), out.size() * sizeof(float)));
+  rmsnorm::rms_norm(rmsnorm::Matrix<const float>(q), q, args);
+  for (int64_t t = 0; t < kTokens; ++t)
+    EXPECT_EQ(0, std::memcmp(qkv.data() + t * kWidth, want.data() + t * kHq * kD, kHq * kD * sizeof(float)));
+
+  // One level: every other row of a (2 * rows, cols) array, through LayerNorm's backward too.
+  std::vector<float> wide(size_t(2 * kTokens * kD)), dy(size_t(kTokens * kD)), dx(size_t(kTokens * kD));
+  for (float& v : wide) v = value(rng);
+  for (float& v : dy) v = value(rng);
+  std::vector<float> rows_packed;
+  for (int64_t r = 0; r < kTokens; ++r) rows_packed.insert(rows_packed.end(), wide.begin() + 2 * r * kD, wide.begin() + (2 * r + 1) * kD);
+  std::vector<float> dx_want(dx.size()), dw(kD), dw_want(kD);
+  rmsnorm::layer_norm_backward(rmsnorm::matrix(dy, kD), rmsnorm::matrix(rows_packed, kD), rmsnorm::matrix(dx_want, kD),
+                               args, {}, {}, rmsnorm::ParamGrads{dw_want, {}});
+  rmsnorm::layer_norm_backward(rmsnorm::matrix(dy, kD), rmsnorm::matrix<const float>(wide.data(), kTokens, kD, 2 * kD),
+                               rmsnorm::matrix(dx, kD), args, {}, {}, rmsnorm::ParamGrads{dw, {}});
+  EXPECT_EQ(0, std::memcmp(dx.data(), dx_want.data(), dx.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(dw.data(), dw_want.data(), dw.size() * sizeof(float)));
+
+  // Two matrices split in two levels differently cannot share one call.
+  std::vector<float> y(size_t(kTokens * kWidth));
+  EXPECT_THROW(rmsnorm::rms_norm(rmsnorm::Matrix<const float>(rmsnorm::head_matrix(qkv.data(), kTokens, kHq, kD, kWidth)),
+                                 rmsnorm::head_matrix(y.data(), kTokens * 2, kHq / 2, kD, kWidth / 2), args),
+               rmsnorm::Error);
 }
 
 }  // namespace

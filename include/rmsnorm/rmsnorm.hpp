@@ -148,21 +148,47 @@ class Span {
   int64_t size_ = 0;
 };
 
-// A row-major (rows, cols) matrix, contiguous.
+// A row-major (rows, cols) matrix: contiguous, or with rows `row_stride` elements apart, or with rows
+// indexed by (outer, inner) = (r / inner_rows, r % inner_rows) at two strides, such as QK-norm's
+// (tokens, heads) inside a fused QKV buffer (see head_matrix). Strided matrices go through the C ABI's
+// _ex calls; rows must not overlap and must lie in row order.
 template <class T>
 class Matrix {
  public:
   Matrix() = default;
   Matrix(T* data, int64_t rows, int64_t cols) : data_(data), rows_(rows), cols_(cols) {}
+  Matrix(T* data, int64_t rows, int64_t cols, int64_t row_stride)
+      : data_(data), rows_(rows), cols_(cols), outer_stride_(row_stride) {}
+  Matrix(T* data, int64_t outer_rows, int64_t inner_rows, int64_t cols, int64_t outer_stride, int64_t inner_stride)
+      : data_(data),
+        rows_(outer_rows * inner_rows),
+        cols_(cols),
+        inner_rows_(inner_rows),
+        outer_stride_(outer_stride),
+        inner_stride_(inner_stride) {}
   template <class U, class = std::enable_if_t<std::is_convertible<U*, T*>::value>>
-  Matrix(const Matrix<U>& m) : data_(m.data()), rows_(m.rows()), cols_(m.cols()) {}  // NOLINT
+  Matrix(const Matrix<U>& m)  // NOLINT
+      : data_(m.data()),
+        rows_(m.rows()),
+        cols_(m.cols()),
+        inner_rows_(m.inner_rows()),
+        outer_stride_(m.outer_stride()),
+        inner_stride_(m.inner_stride()) {}
   T* data() const { return data_; }
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
+  int64_t inner_rows() const { return inner_rows_; }      // 1: one level
+  int64_t outer_stride() const { return outer_stride_; }  // 0: packed
+  int64_t inner_stride() const { return inner_stride_; }  // 0: packed (cols)
+  bool packed() const {
+    return (outer_stride_ == 0 || outer_stride_ == inner_rows_ * cols_) && (inner_stride_ == 0 || inner_stride_ == cols_);
+  }
 
  private:
   T* data_ = nullptr;
   int64_t rows_ = 0, cols_ = 0;
+  int64_t inner_rows_ = 1;
+  int64_t outer_stride_ = 0, inner_stride_ = 0;
 };
 
 template <class T>
@@ -179,6 +205,20 @@ template <class T>
 Matrix<const T> matrix(const std::vector<T>& v, int64_t cols) {
   if (cols < 1 || static_cast<int64_t>(v.size()) % cols != 0) detail::fail("vector size is not a multiple of cols");
   return Matrix<const T>(v.data(), static_cast<int64_t>(v.size()) / cols, cols);
+}
+// rows of cols elements, row_stride elements apart.
+template <class T>
+Matrix<T> matrix(T* data, int64_t rows, int64_t cols, int64_t row_stride) {
+  return Matrix<T>(data, rows, cols, row_stride);
+}
+// The heads of a (tokens, heads, head_dim) slice of a bigger buffer, one row per (token, head): tokens
+// token_stride elements apart, heads head_stride apart (head_dim by default). For QK-norm in
+// qkv[tokens][(hq + 2 * hkv) * d]: head_matrix(qkv, tokens, hq, d, (hq + 2 * hkv) * d) for q and
+// head_matrix(qkv + hq * d, tokens, hkv, d, (hq + 2 * hkv) * d) for k.
+template <class T>
+Matrix<T> head_matrix(T* data, int64_t tokens, int64_t heads, int64_t head_dim, int64_t token_stride,
+                      int64_t head_stride = 0) {
+  return Matrix<T>(data, tokens, heads, head_dim, token_stride, head_stride == 0 ? head_dim : head_stride);
 }
 
 // ---- Arguments ----------------------------------------------------------------------------------
@@ -205,6 +245,38 @@ struct ParamGrads {
 };
 
 namespace detail {
+// The strided call's config: the plain one as its base, the row split every matrix of the call shares
+// (a packed or one-level matrix fits any split; two two-level ones must agree), and each matrix's
+// strides, or null when every matrix is packed (then the plain call runs).
+struct Layouts {
+  int64_t inner_rows = 1;
+  bool strided = false;
+  template <class T>
+  void add(const Matrix<T>& m) {
+    if (m.packed()) return;
+    strided = true;
+    if (m.inner_rows() == 1) return;
+    if (inner_rows != 1 && inner_rows != m.inner_rows())
+      fail("matrices split their rows in two levels differently (" + std::to_string(inner_rows) + " and " +
+           std::to_string(m.inner_rows()) + " inner rows)");
+    inner_rows = m.inner_rows();
+  }
+  template <class T>
+  rmsnorm_row_strides of(const Matrix<T>& m) const {
+    if (m.packed()) return rmsnorm_row_strides{0, 0};
+    if (m.inner_rows() == 1) return rmsnorm_row_strides{m.outer_stride() * inner_rows, m.outer_stride()};
+    return rmsnorm_row_strides{m.outer_stride(), m.inner_stride()};
+  }
+};
+template <class T>
+rmsnorm_config config_for(const Matrix<T>& x, const NormArgs& args);
+template <class T>
+rmsnorm_config_ex config_ex_for(const Matrix<T>& x, const NormArgs& args, const Layouts& layouts) {
+  rmsnorm_config_ex c = rmsnorm_config_ex_init(x.rows(), x.cols());
+  c.base = config_for(x, args);
+  c.inner_rows = layouts.inner_rows;
+  return c;
+}
 template <class T>
 rmsnorm_config config_for(const Matrix<T>& x, const NormArgs& args) {
   rmsnorm_config c = rmsnorm_config_init(x.rows(), x.cols());
@@ -242,14 +314,41 @@ struct type_identity {
 template <class T>
 using In = Matrix<const typename detail::type_identity<T>::type>;  // not deduced: T comes from the output
 
+namespace detail {
+// Runs plain(config) when every matrix of the call is packed, else ex(config_ex) with each matrix's
+// strides set by set_strides(config_ex, layouts).
+template <class T, class Plain, class Ex, class SetStrides>
+void run(const Matrix<T>& x, const NormArgs& args, const Layouts& layouts, const Plain& plain, const Ex& ex,
+         const SetStrides& set_strides) {
+  if (!layouts.strided) {
+    const rmsnorm_config c = config_for(x, args);
+    return check(plain(&c));
+  }
+  rmsnorm_config_ex c = config_ex_for(x, args, layouts);
+  set_strides(c);
+  check(ex(&c));
+}
+template <class... M>
+Layouts layouts_of(const M&... matrices) {
+  Layouts l;
+  const int each[] = {(l.add(matrices), 0)...};
+  (void)each;
+  return l;
+}
+}  // namespace detail
+
 // RMSNorm / pRMSNorm. rstd: (rows), optional.
 template <class T>
 void rms_norm(In<T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> rstd = {}) {
   detail::same_shape(x, y, "y");
-  const rmsnorm_config c = detail::config_for(x, args);
-  detail::check(rmsnorm_forward(&c, x.data(), detail::sized(args.weight, x.cols(), "weight"),
-                                detail::sized(args.bias, x.cols(), "bias"), y.data(),
-                                detail::sized(rstd, x.rows(), "rstd")));
+  const float* w = detail::sized(args.weight, x.cols(), "weight");
+  const float* b = detail::sized(args.bias, x.cols(), "bias");
+  float* r = detail::sized(rstd, x.rows(), "rstd");
+  const detail::Layouts l = detail::layouts_of(x, y);
+  detail::run(
+      x, args, l, [&](const rmsnorm_config* c) { return rmsnorm_forward(c, x.data(), w, b, y.data(), r); },
+      [&](const rmsnorm_config_ex* c) { return rmsnorm_forward_ex(c, x.data(), w, b, y.data(), r); },
+      [&](rmsnorm_config_ex& c) { c.x = l.of(x), c.y = l.of(y); });
 }
 
 // h = x + residual (stored to residual_out), y = RMSNorm(h).
@@ -259,10 +358,21 @@ void add_rms_norm(In<T> x, In<T> residual, Matrix<T> y, Matrix<T> residual_out,
   detail::same_shape(x, residual, "residual");
   detail::same_shape(x, y, "y");
   detail::same_shape(x, residual_out, "residual_out");
-  const rmsnorm_config c = detail::config_for(x, args);
-  detail::check(rmsnorm_add_forward(&c, x.data(), residual.data(), detail::sized(args.weight, x.cols(), "weight"),
-                                    detail::sized(args.bias, x.cols(), "bias"), y.data(), residual_out.data(),
-                                    detail::sized(rstd, x.rows(), "rstd")));
+  const float* w = detail::sized(args.weight, x.cols(), "weight");
+  const float* b = detail::sized(args.bias, x.cols(), "bias");
+  float* r = detail::sized(rstd, x.rows(), "rstd");
+  const detail::Layouts l = detail::layouts_of(x, residual, y, residual_out);
+  detail::run(
+      x, args, l,
+      [&](const rmsnorm_config* c) {
+        return rmsnorm_add_forward(c, x.data(), residual.data(), w, b, y.data(), residual_out.data(), r);
+      },
+      [&](const rmsnorm_config_ex* c) {
+        return rmsnorm_add_forward_ex(c, x.data(), residual.data(), w, b, y.data(), residual_out.data(), r);
+      },
+      [&](rmsnorm_config_ex& c) {
+        c.x = l.of(x), c.residual = l.of(residual), c.y = l.of(y), c.residual_out = l.of(residual_out);
+      });
 }
 
 // rstd absent: recomputed from x.
@@ -271,21 +381,30 @@ void rms_norm_backward(In<T> dy, In<T> x, Matrix<T> dx, const NormArgs& args = {
                        Span<const float> rstd = {}, ParamGrads grads = {}) {
   detail::same_shape(x, dy, "dy");
   detail::same_shape(x, dx, "dx");
-  const rmsnorm_config c = detail::config_for(x, args);
-  detail::check(rmsnorm_backward(&c, dy.data(), x.data(), detail::sized(args.weight, x.cols(), "weight"),
-                                 detail::sized(rstd, x.rows(), "rstd"), dx.data(),
-                                 detail::sized(grads.dweight, x.cols(), "dweight"),
-                                 detail::sized(grads.dbias, x.cols(), "dbias")));
+  const float* w = detail::sized(args.weight, x.cols(), "weight");
+  const float* r = detail::sized(rstd, x.rows(), "rstd");
+  float* dw = detail::sized(grads.dweight, x.cols(), "dweight");
+  float* db = detail::sized(grads.dbias, x.cols(), "dbias");
+  const detail::Layouts l = detail::layouts_of(dy, x, dx);
+  detail::run(
+      x, args, l,
+      [&](const rmsnorm_config* c) { return rmsnorm_backward(c, dy.data(), x.data(), w, r, dx.data(), dw, db); },
+      [&](const rmsnorm_config_ex* c) { return rmsnorm_backward_ex(c, dy.data(), x.data(), w, r, dx.data(), dw, db); },
+      [&](rmsnorm_config_ex& c) { c.dy = l.of(dy), c.x = l.of(x), c.dx = l.of(dx); });
 }
 
 // L2-Norm: y = x / sqrt(sum(x^2) + eps) * g (+ b). rstd is 1/sqrt(sum(x^2) + eps).
 template <class T>
 void l2_norm(In<T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> rstd = {}) {
   detail::same_shape(x, y, "y");
-  const rmsnorm_config c = detail::config_for(x, args);
-  detail::check(rmsnorm_l2norm_forward(&c, x.data(), detail::sized(args.weight, x.cols(), "weight"),
-                                       detail::sized(args.bias, x.cols(), "bias"), y.data(),
-                                       detail::sized(rstd, x.rows(), "rstd")));
+  const float* w = detail::sized(args.weight, x.cols(), "weight");
+  const float* b = detail::sized(args.bias, x.cols(), "bias");
+  float* r = detail::sized(rstd, x.rows(), "rstd");
+  const detail::Layouts l = detail::layouts_of(x, y);
+  detail::run(
+      x, args, l, [&](const rmsnorm_config* c) { return rmsnorm_l2norm_forward(c, x.data(), w, b, y.data(), r); },
+      [&](const rmsnorm_config_ex* c) { return rmsnorm_l2norm_forward_ex(c, x.data(), w, b, y.data(), r); },
+      [&](rmsnorm_config_ex& c) { c.x = l.of(x), c.y = l.of(y); });
 }
 
 template <class T>
@@ -293,11 +412,18 @@ void l2_norm_backward(In<T> dy, In<T> x, Matrix<T> dx, const NormArgs& args = {}
                       Span<const float> rstd = {}, ParamGrads grads = {}) {
   detail::same_shape(x, dy, "dy");
   detail::same_shape(x, dx, "dx");
-  const rmsnorm_config c = detail::config_for(x, args);
-  detail::check(rmsnorm_l2norm_backward(&c, dy.data(), x.data(), detail::sized(args.weight, x.cols(), "weight"),
-                                        detail::sized(rstd, x.rows(), "rstd"), dx.data(),
-                                        detail::sized(grads.dweight, x.cols(), "dweight"),
-                                        detail::sized(grads.dbias, x.cols(), "dbias")));
+  const float* w = detail::sized(args.weight, x.cols(), "weight");
+  const float* r = detail::sized(rstd, x.rows(), "rstd");
+  float* dw = detail::sized(grads.dweight, x.cols(), "dweight");
+  float* db = detail::sized(grads.dbias, x.cols(), "dbias");
+  const detail::Layouts l = detail::layouts_of(dy, x, dx);
+  detail::run(
+      x, args, l,
+      [&](const rmsnorm_config* c) { return rmsnorm_l2norm_backward(c, dy.data(), x.data(), w, r, dx.data(), dw, db); },
+      [&](const rmsnorm_config_ex* c) {
+        return rmsnorm_l2norm_backward_ex(c, dy.data(), x.data(), w, r, dx.data(), dw, db);
+      },
+      [&](rmsnorm_config_ex& c) { c.dy = l.of(dy), c.x = l.of(x), c.dx = l.of(dx); });
 }
 
 // LayerNorm. mean, rstd: (rows), optional.
@@ -305,11 +431,16 @@ template <class T>
 void layer_norm(In<T> x, Matrix<T> y, const NormArgs& args = {}, Span<float> mean = {},
                 Span<float> rstd = {}) {
   detail::same_shape(x, y, "y");
-  const rmsnorm_config c = detail::config_for(x, args);
-  detail::check(rmsnorm_layernorm_forward(&c, x.data(), detail::sized(args.weight, x.cols(), "weight"),
-                                          detail::sized(args.bias, x.cols(), "bias"), y.data(),
-                                          detail::sized(mean, x.rows(), "mean"),
-                                          detail::sized(rstd, x.rows(), "rstd")));
+  const float* w = detail::sized(args.weight, x.cols(), "weight");
+  const float* b = detail::sized(args.bias, x.cols(), "bias");
+  float* m = detail::sized(mean, x.rows(), "mean");
+  float* r = detail::sized(rstd, x.rows(), "rstd");
+  const detail::Layouts l = detail::layouts_of(x, y);
+  detail::run(
+      x, args, l,
+      [&](const rmsnorm_config* c) { return rmsnorm_layernorm_forward(c, x.data(), w, b, y.data(), m, r); },
+      [&](const rmsnorm_config_ex* c) { return rmsnorm_layernorm_forward_ex(c, x.data(), w, b, y.data(), m, r); },
+      [&](rmsnorm_config_ex& c) { c.x = l.of(x), c.y = l.of(y); });
 }
 
 // mean and rstd both given or both absent (recomputed from x).
@@ -318,12 +449,21 @@ void layer_norm_backward(In<T> dy, In<T> x, Matrix<T> dx, const NormArgs& args =
                          Span<const float> mean = {}, Span<const float> rstd = {}, ParamGrads grads = {}) {
   detail::same_shape(x, dy, "dy");
   detail::same_shape(x, dx, "dx");
-  const rmsnorm_config c = detail::config_for(x, args);
-  detail::check(rmsnorm_layernorm_backward(&c, dy.data(), x.data(), detail::sized(args.weight, x.cols(), "weight"),
-                                           detail::sized(mean, x.rows(), "mean"),
-                                           detail::sized(rstd, x.rows(), "rstd"), dx.data(),
-                                           detail::sized(grads.dweight, x.cols(), "dweight"),
-                                           detail::sized(grads.dbias, x.cols(), "dbias")));
+  const float* w = detail::sized(args.weight, x.cols(), "weight");
+  const float* m = detail::sized(mean, x.rows(), "mean");
+  const float* r = detail::sized(rstd, x.rows(), "rstd");
+  float* dw = detail::sized(grads.dweight, x.cols(), "dweight");
+  float* db = detail::sized(grads.dbias, x.cols(), "dbias");
+  const detail::Layouts l = detail::layouts_of(dy, x, dx);
+  detail::run(
+      x, args, l,
+      [&](const rmsnorm_config* c) {
+        return rmsnorm_layernorm_backward(c, dy.data(), x.data(), w, m, r, dx.data(), dw, db);
+      },
+      [&](const rmsnorm_config_ex* c) {
+        return rmsnorm_layernorm_backward_ex(c, dy.data(), x.data(), w, m, r, dx.data(), dw, db);
+      },
+      [&](rmsnorm_config_ex& c) { c.dy = l.of(dy), c.x = l.of(x), c.dx = l.of(dx); });
 }
 
 // ---- Library settings ---------------------------------------------------------------------------
