@@ -96,6 +96,108 @@ TEST(Extremes, OverflowingOutputsAreInfinite) {
   EXPECT_TRUE(std::isfinite(ref.y.get(0)));  // -2 * 0.73 * 1.5e38 + 3e38
 }
 
+// pRMSNorm's columns past k are outside the statistic: there x * rstd can pass f32's range while the
+// gain brings y back (issue 18's first class; tests/fuzz/regressions/
+// add_forward_x_rstd_overflows_before_a_zero_gain). Such chunks take the double path: y is the
+// reference's, 0 where the gain is 0 rather than inf * 0.
+TEST(Extremes, PartialRmsNormBeyondF32PastK) {
+  for (Op op : {Op::kRmsNorm, Op::kAddRmsNorm}) {
+    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16}) {
+      Case c = RowCase(op, 5, 26);
+      c.dtype = dtype;
+      c.partial = 7.9e-24f;  // k = 1
+      c.eps = 7.9e-24f;
+      c.bias = true;
+      Inputs in = ZeroInputs(c);
+      for (int64_t r = 0; r < c.rows; ++r) {
+        // Row 0: rstd is about 3.6e11 from x_0 = -3.2e-20 and eps, and x_i = -1.03e35 past k makes
+        // x * rstd 3.7e46. The other rows are ordinary. (One such row: two of them would sum their
+        // dweight terms beyond f32, which the backward does in f32.)
+        const bool extreme = r == 0;
+        for (int64_t i = 0; i < c.cols; ++i)
+          in.x.set(r * c.cols + i, !extreme ? 0.25 * double(i % 5) + 0.5 : i == 0 ? -3.2e-20 : i % 3 ? 1.0 : -1.03e35);
+      }
+      for (int64_t i = 0; i < c.cols; ++i) in.weight[size_t(i)] = i % 4 == 0 ? 0.0f : 1e-12f, in.bias[size_t(i)] = 0.5f;
+      const Outputs ref = ExpectEveryTargetMatches(c, in);
+      EXPECT_NEAR(ref.y.get(3), -1.03e35 / std::sqrt(7.9e-24 + 3.2e-20 * 3.2e-20) * 1e-12 + 0.5, 4e32);
+      EXPECT_EQ(ref.y.get(12), 0.5);  // -1.03e35 * rstd * 0 + 0.5
+    }
+  }
+}
+
+// ---- Intermediates below f32's normal range --------------------------------------------------------
+
+// x * rstd is rounded to f32 before the gain: below 2^-126 that rounding is absolute, and y may be off
+// by up to 2^-149 * |g| (tests/fuzz/regressions/forward_x_rstd_underflows_before_the_gain). Here
+// x * rstd is 1e-48, which f32 holds as 0, and the gain 1e20 would make y 1e-28.
+TEST(Extremes, ForwardUnderflowBeforeTheGainIsAbsolute) {
+  for (Op op : {Op::kRmsNorm, Op::kL2Norm}) {
+    Case c = RowCase(op, 2, 16);
+    c.eps = 0.0f;
+    Inputs in = ZeroInputs(c);
+    for (int64_t i = 0; i < c.rows * c.cols; ++i) in.x.set(i, i % 16 == 15 ? 1e-30 : 1e18);
+    in.weight[15] = 1e20f;
+    const Outputs ref = ExpectEveryTargetMatches(c, in);
+    EXPECT_GT(std::fabs(ref.y.get(15)), 1e-32);  // the reference keeps it
+    EXPECT_LT(std::fabs(ref.y.get(15)), 0x1p-149 * 1e20);
+  }
+}
+
+// LayerNorm over a row of subnormal values: the f32 path centers on its mean split into f32 hi + lo,
+// and below f32's normal range that split drops the mean's low bits, which rstd (1000 from eps) then
+// scales into every y (tests/fuzz/regressions/layernorm_forward_subnormal_outputs). Such rows take
+// the double path, forward and backward.
+TEST(Extremes, LayerNormSubnormalMeanIsExact) {
+  Case c = RowCase(Op::kLayerNorm, 3, 59);
+  c.eps = 1e-6f;
+  c.weight_offset = 1.0f;
+  c.bias = true;
+  Inputs in = ZeroInputs(c);
+  for (int64_t i = 0; i < c.rows * c.cols; ++i)
+    in.x.set(i, i < 2 * c.cols ? std::ldexp(double(i % 7) * 4999.0 - 9001.0, -149) : 0.5 * double(i % 4));
+  for (int64_t i = 0; i < c.cols; ++i) in.weight[size_t(i)] = 0.0f, in.bias[size_t(i)] = 0.0f;
+  const Outputs ref = ExpectEveryTargetMatches(c, in);
+  EXPECT_TRUE(std::isnormal(ref.y.get(1)));
+}
+
+// The backward's u = dy * g is rounded to f32 before rstd scales it: a subnormal dy (1e-44) and rstd
+// 2^40 leave dx off by up to 2^-149 * rstd per such term (tests/fuzz/regressions/
+// backward_dx_underflows_to_zero).
+TEST(Extremes, BackwardSubnormalProductsAreAbsolute) {
+  for (Op op : {Op::kRmsNorm, Op::kLayerNorm}) {
+    Case c = RowCase(op, 2, 16);
+    c.eps = 0.0f;
+    Inputs in = ZeroInputs(c);
+    for (int64_t i = 0; i < c.rows * c.cols; ++i) {
+      in.x.set(i, std::ldexp(i % 2 ? 1.0 : -1.0, -40));
+      in.dy.set(i, 1e-44 * double(i % 5 + 1));
+    }
+    for (int64_t i = 0; i < c.cols; ++i) in.weight[size_t(i)] = 0.3f;
+    ExpectEveryTargetMatches(c, in);
+  }
+}
+
+// LayerNorm's dweight adds dy * x-hat per row: with saved statistics where x-hat is subnormal (1e-43)
+// and dy is 1e30, each term is off by up to 2^-149 * |dy| (tests/fuzz/regressions/
+// layernorm_backward_dweight_tiny_values).
+TEST(Extremes, DweightOfSubnormalXhatIsAbsolute) {
+  Case c = RowCase(Op::kLayerNorm, 6, 1);
+  Inputs in = ZeroInputs(c);
+  for (int64_t r = 0; r < c.rows; ++r) in.x.set(r, 1e-40 * double(r + 1)), in.dy.set(r, 1e30);
+  Outputs saved;
+  saved.mean.assign(size_t(c.rows), 0.0f);
+  saved.rstd.assign(size_t(c.rows), 1e-3f);
+  const Outputs ref = RunBackward(c, in, &saved, RMSNORM_BACKEND_REFERENCE);
+  const Tolerances bt = BackwardTolerances(c, in, saved);
+  for (int64_t target : AvailableTargets()) {
+    SCOPED_TRACE(TargetName(target));
+    const ScopedTarget scoped(target);
+    const Outputs got = RunBackward(c, in, &saved, RMSNORM_BACKEND_AUTO);
+    EXPECT_EQ("", Compare("dweight", Values(got.dweight), Values(ref.dweight), bt.dweight));
+    EXPECT_EQ("", Compare("dx", Values(got.dx), Values(ref.dx), bt.dx));
+  }
+}
+
 // ---- Infinities in x, weight and bias -----------------------------------------------------------
 
 // An infinite element makes the row's statistic infinite: rstd = 0 for the RMSNorm family (y = b,

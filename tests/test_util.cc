@@ -204,6 +204,12 @@ std::string Compare(const char* what, const std::vector<double>& got, const std:
 namespace {
 
 constexpr double kUnit = FLT_EPSILON / 2;  // f32 unit roundoff
+// The f32 path rounds products such as x * rstd to f32 before a later factor scales them: below f32's
+// normal range that rounding is absolute, up to this, and the later factors scale it (the header's
+// Extremes). 2^-149 is twice the bound, for the rounding of the factor's product.
+constexpr double kSubnormalUnit = 0x1p-149;
+// Rows past this rstd take the double path (statistics.h, kMaxF32Rstd), which has no f32 intermediates.
+constexpr double kMaxF32PathRstd = 0x1p45;
 
 // How many units of roundoff a reduction over n f32 terms (in lanes, then chunks folded in double)
 // may contribute, with room for the few roundings around it.
@@ -248,7 +254,8 @@ Tolerances ForwardTolerances(const Case& c, const Inputs& in, const Outputs& ref
       const double v = layer ? std::fabs(a.get(at) - mean) + mean_deviation : std::fabs(a.get(at));
       const double bias = c.bias ? std::fabs(in.bias[size_t(i)]) : 0.0;
       const double magnitude = v * rstd * GainMagnitude(c, in, i) + bias;
-      t.y.push_back(Ulp(c.dtype, ref.y.get(at)) + kUnit * (growth + 8) * magnitude);
+      const double subnormal = kSubnormalUnit * GainMagnitude(c, in, i);
+      t.y.push_back(Ulp(c.dtype, ref.y.get(at)) + kUnit * (growth + 8) * magnitude + subnormal);
     }
   }
   return t;
@@ -262,6 +269,7 @@ Tolerances BackwardTolerances(const Case& c, const Inputs& in, const Outputs& re
   const double divisor = c.op == Op::kL2Norm ? 1.0 : double(layer ? c.cols : k);
   const double growth = Growth(c.cols);
   std::vector<double> dweight_magnitude(size_t(c.cols)), dbias_magnitude(size_t(c.cols));
+  std::vector<double> dweight_subnormal(size_t(c.cols));
   for (int64_t row = 0; row < c.rows; ++row) {
     const double rstd = ref_forward.rstd[size_t(row)];
     const double mean = layer ? double(ref_forward.mean[size_t(row)]) : 0.0;
@@ -269,13 +277,20 @@ Tolerances BackwardTolerances(const Case& c, const Inputs& in, const Outputs& re
     double mean_deviation = 0.0;
     for (int64_t i = 0; layer && i < c.cols; ++i) mean_deviation += std::fabs(a.get(row * c.cols + i) - mean) / c.cols;
     auto xhat_magnitude = [&](int64_t at) { return (std::fabs(a.get(at) - mean) + mean_deviation) * rstd; };
-    double sum_u_xhat = 0.0, sum_u = 0.0;
+    double sum_u_xhat = 0.0, sum_u = 0.0, sum_xhat = 0.0;
     for (int64_t i = 0; i < c.cols; ++i) {
       const int64_t at = row * c.cols + i;
       const double u = std::fabs(in.dy.get(at) * Gain(c, in, i));
       sum_u += u;
       sum_u_xhat += u * xhat_magnitude(at);
+      sum_xhat += xhat_magnitude(at);
     }
+    // The f32 path's intermediates below f32's normal range (see kSubnormalUnit): xhat, u = dy * g and
+    // their products each carry up to one such unit, which rstd (and the coefficient, and each dy for
+    // dweight) then scales.
+    const bool f32_path = rstd <= kMaxF32PathRstd;
+    const double coefficient = sum_u_xhat / divisor;
+    const double coefficient_subnormal = (sum_xhat + sum_u + double(c.cols)) / divisor;
     for (int64_t i = 0; i < c.cols; ++i) {
       const int64_t at = row * c.cols + i;
       const double dy = std::fabs(in.dy.get(at));
@@ -284,14 +299,17 @@ Tolerances BackwardTolerances(const Case& c, const Inputs& in, const Outputs& re
                                       : (i < k ? xhat * sum_u_xhat / divisor : 0.0);
       const double magnitude = rstd * (dy * GainMagnitude(c, in, i) + correction);
       // The reference's dx is itself rounded to the dtype: compare within one unit of it.
-      t.dx.push_back(Ulp(c.dtype, magnitude) + kUnit * (growth + 8) * magnitude);
+      const double subnormal =
+          f32_path ? kSubnormalUnit * rstd * (3.0 + coefficient + xhat * coefficient_subnormal) : 0.0;
+      t.dx.push_back(Ulp(c.dtype, magnitude) + kUnit * (growth + 8) * magnitude + subnormal);
+      if (f32_path) dweight_subnormal[size_t(i)] += kSubnormalUnit * (dy + 1.0);
       dweight_magnitude[size_t(i)] += dy * xhat;
       dbias_magnitude[size_t(i)] += dy;
     }
   }
   for (int64_t i = 0; i < c.cols; ++i) {
     const double rows_growth = double(c.rows) + growth + 8;
-    t.dweight.push_back(kUnit * rows_growth * dweight_magnitude[size_t(i)] + FLT_MIN);
+    t.dweight.push_back(kUnit * rows_growth * dweight_magnitude[size_t(i)] + FLT_MIN + dweight_subnormal[size_t(i)]);
     t.dbias.push_back(kUnit * rows_growth * dbias_magnitude[size_t(i)] + FLT_MIN);
   }
   return t;

@@ -37,11 +37,21 @@
  *   - LayerNorm's backward recomputes a row's statistics from x in double, ignoring the saved ones,
  *     where the saved rstd is not a positive normal f32, the saved mean is not finite, or
  *     |mean| * rstd > 128 (a mean that dwarfs the spread: its f32 rounding would shift every x-hat).
- *   Not yet (issue 18): the kernels round intermediates such as x * rstd, x * rstd * g and the
- *   backward's products to f32, so where one leaves f32's range (or its normal range) and a later
- *   factor or term would bring the result back (pRMSNorm past k: a tiny statistic and a huge element;
- *   a huge gain and a bias of the other sign), they give +-inf, 0 or a less accurate subnormal where
- *   the reference gives the value (examples in tests/fuzz/open).
+ *   - The kernels round intermediates such as x * rstd, then the gain's product, and the backward's
+ *     x-hat, dy * g and their products to f32. pRMSNorm's columns past k are outside the statistic,
+ *     so there x * rstd can pass f32's range while the gain or bias would bring y back (a tiny
+ *     statistic and a huge element): such column chunks are computed in double, as the reference. So
+ *     are LayerNorm rows whose mean is below 2^-100 (rows of subnormal values), which f32 cannot
+ *     center on without shifting every x - mean.
+ *   - Below f32's normal range (2^-126) that rounding is absolute, and the factors applied after it
+ *     scale it: on top of the relative bounds, y may be off by 2^-149 * |g|, dx by 2^-149 * rstd times
+ *     the sizes of the terms it passes through, dweight by 2^-149 * (|dy| + 1) per row (the bounds of
+ *     tests/test_util.cc). So y may be 0 where x * rstd underflows and a huge g would bring it back.
+ *   Not yet (issue 18): where x * rstd * g passes f32's range and a bias of the other sign would bring
+ *   y back (a huge gain); in the backward, where a saved rstd that is not the row's own makes
+ *   x-hat * c pass f32's range before rstd scales it back; and in dweight, summed over rows in f32,
+ *   where rows' terms pass f32's range with opposite signs; the kernels give +-inf or NaN and the
+ *   reference the value (tests/fuzz/open).
  */
 #ifndef RMSNORM_RMSNORM_H_
 #define RMSNORM_RMSNORM_H_

@@ -98,6 +98,9 @@ class RmsForwardKernel {
     const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
     if (s.rare) return RareForwardRow(in, out, c1 - c0, 0.0, s.rare_rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
+    if (TailOverflows(in, c0, c1, s.rstd))
+      return RareForwardRow(in, out, c1 - c0, 0.0, RmsInverseRootDouble(Input(row), p_), kWeight ? w : nullptr,
+                            kBias ? b : nullptr);
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_,
@@ -107,6 +110,24 @@ class RmsForwardKernel {
 
  private:
   const T* Input(int64_t row) const { return kAdd ? h_.Row(row) : x_.Row(row); }
+
+  // pRMSNorm's columns past k are outside the statistic, so nothing bounds x * rstd there: an element
+  // far above the first k can take it beyond f32 where the gain (or a bias) would bring y back. Such a
+  // chunk takes the rare path. The columns below k need no look (|x| * rstd <= sqrt(k) there), nor do
+  // rows with rstd <= 1 (|x| * rstd <= |x|), so RMSNorm and L2-Norm never scan, and pRMSNorm only
+  // reads the past-k part of the chunk, which the output pass then finds in cache. Fixed chunks: the
+  // choice does not depend on the thread count.
+  bool TailOverflows(const T* in, int64_t c0, int64_t c1, float rstd) const {
+    if (p_.k >= c1 || !(rstd > 1.0f)) return false;
+    const int64_t from = std::max(c0, p_.k) - c0;
+    const DF d;
+    VF max = hn::Zero(d);
+    ForEachVector(d, size_t(c1 - c0 - from), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+      max = hn::Max(max, hn::Abs(Load(d, in + from + i, count)));
+    });
+    // Within a factor 2 of the overflow: the f32 rstd and the rounding of x * rstd are not exact.
+    return double(hn::GetLane(hn::MaxOfLanes(d, max))) * double(rstd) >= 0x1p127;
+  }
 
   const Problem& p_;
   const RowPlan& plan_;

@@ -52,15 +52,6 @@ inline void FoldMoments(Moments& into, const Moments& part) {
   into.count += part.count;
 }
 
-// rstd = 1 / sqrt(M2 / n + eps), when the f32 path computes the row accurately (see kMinF32Statistic).
-inline bool MomentsInverseRoot(const Moments& m, float eps, double* rstd) {
-  const double var_eps = m.m2 / double(m.count) + double(eps);
-  if (!std::isfinite(m.mean) || !std::isfinite(m.m2) || var_eps < kMinF32Statistic || var_eps > kMaxF32Statistic)
-    return false;
-  *rstd = 1.0 / std::sqrt(var_eps);
-  return true;
-}
-
 // A mean as f32 hi + lo: centering as (x - hi) - lo keeps the bits of the double mean that one f32
 // would drop (a row of 16777216 and 16777218 has the mean 16777217, which f32 cannot hold).
 struct SplitMean {
@@ -72,6 +63,25 @@ inline SplitMean Split(double mean) {
   m.hi = static_cast<float>(mean);
   m.lo = static_cast<float>(mean - double(m.hi));
   return m;
+}
+
+// Below this, lo falls below f32's normal range and drops the mean's low bits (a row of subnormal
+// values): every x - mean would shift by up to 2^-150, which rstd and the gain then scale. Means of
+// ordinary rows are far above it, and a zero row's mean splits exactly.
+constexpr double kMinSplitMean = 0x1p-100;
+
+// rstd = 1 / sqrt(M2 / n + eps), when the f32 path computes the row accurately (see kMinF32Statistic
+// and kMinSplitMean).
+inline bool MomentsInverseRoot(const Moments& m, float eps, double* rstd) {
+  const double var_eps = m.m2 / double(m.count) + double(eps);
+  if (!std::isfinite(m.mean) || !std::isfinite(m.m2) || var_eps < kMinF32Statistic || var_eps > kMaxF32Statistic)
+    return false;
+  if (std::fabs(m.mean) < kMinSplitMean) {
+    const SplitMean split = Split(m.mean);
+    if (double(split.hi) + double(split.lo) != m.mean) return false;
+  }
+  *rstd = 1.0 / std::sqrt(var_eps);
+  return true;
 }
 
 }  // namespace rmsnorm::cpu
