@@ -6,6 +6,7 @@
 #include "cases.h"
 #include "cli.h"
 #include "json_report.h"
+#include "layouts.h"
 #include "machine.h"
 #include "report.h"
 #include "runner.h"
@@ -34,11 +35,12 @@ int Main(int argc, char** argv) {
   for (const auto& [rows, cols] : options.shapes) shapes.push_back(Shape{rows, cols});
   for (const Case& c : DefaultCases(machine.hardware_threads, options.threads, !options.quick, shapes))
     if (MatchesFilter(c, options.filter)) cases.push_back(c);
+  const bool strided_only = options.filter == "strided";
   if (options.list) {
     PrintCaseList(std::cout, cases, machine);
     return 0;
   }
-  if (cases.empty()) {
+  if (cases.empty() && !strided_only) {
     std::cerr << "rmsnorm-bench: no case matches --filter '" << options.filter << "' (see --list)\n";
     return 2;
   }
@@ -61,12 +63,21 @@ int Main(int argc, char** argv) {
       RunCases(cases, machine, run.policy, [&](const CaseResult& r, size_t done, size_t total) {
         std::cerr << ProgressLine(r, done, total, NowSeconds() - start) << std::endl;
       });
+  // The strided layouts' figure, in the default run or when the filter asks for "strided".
+  std::vector<LayoutResult> layouts;
+  if (options.filter.empty() || options.filter.find("strided") != std::string::npos)
+    layouts = RunLayoutCases(machine.hardware_threads > 1 && !options.quick
+                                 ? std::vector<int>{machine.hardware_threads, 1}
+                                 : std::vector<int>{machine.hardware_threads},
+                             run.policy);
   run.wall_seconds = NowSeconds() - start;
   run.load_average_end = LoadAverage();
   const std::vector<TargetOutcome> targets = EvaluateTargets(results);
 
-  PrintReport(std::cout, options.markdown ? ReportFormat::kMarkdown : ReportFormat::kText, machine, run.command,
-              run.load_average_end, results, targets);
+  if (!cases.empty())
+    PrintReport(std::cout, options.markdown ? ReportFormat::kMarkdown : ReportFormat::kText, machine, run.command,
+                run.load_average_end, results, targets);
+  PrintLayoutResults(std::cout, layouts, options.markdown);
   std::cout.flush();
 
   if (!options.json_path.empty()) {
