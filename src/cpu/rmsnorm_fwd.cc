@@ -161,6 +161,8 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
         p_(p),
         plan_(plan),
         input_(static_cast<const T*>(kAdd ? a.residual_out : a.x), p, kAdd ? registry::kResidualOut : registry::kX),
+        x_(static_cast<const T*>(a.x), p, registry::kX),
+        residual_(static_cast<const T*>(a.residual), p, registry::kResidual),
         gain_(gain),
         bias_(a.bias),
         format_(out.format->code),
@@ -180,7 +182,11 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
     } else {
       const DF d;
       const VF rstd = hn::Set(d, s.rstd);
+      // The next row's inputs stream in while this one computes, as in the plain kernel (y, in a row
+      // buffer, is never streamed).
+      const OutputHints<T> hints = HintsFor(plan_, true, row, c0, x_, kAdd ? &residual_ : nullptr);
       ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+        PrefetchNextRow(hints, i);
         Store(d, ScaleShift<kWeight, kBias>(d, hn::Mul(Load(d, in + i, count), rstd), w, b, i, count), y + c0 + i,
               count);
       });
@@ -208,6 +214,7 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
   const Problem& p_;
   const RowPlan& plan_;
   RowTensor<const T> input_;  // what the statistic and y are taken from: x, or the stored x + residual
+  RowTensor<const T> x_, residual_;  // the next row's, to prefetch
   const float* gain_;
   const float* bias_;
   rmsnorm_quant_format format_;
