@@ -444,6 +444,55 @@ TEST(Quantized, LongRowsOverSeveralChunksAndThreads) {
   EXPECT_EQ(std::memcmp(one.scales.data(), many.scales.data(), one.scales.size() * sizeof(float)), 0);
 }
 
+// Rows the kernels take in double (a statistic beyond f32's range) and rows with an infinity or a NaN:
+// still the quantizers' bytes on the plain forward's f32 y, the same on every target.
+TEST(Quantized, RareAndNonFiniteRowsAreThePlainForwardQuantized) {
+  const double kInf = std::numeric_limits<double>::infinity(), kNaN = std::numeric_limits<double>::quiet_NaN();
+  for (const registry::QuantFormatInfo& f : registry::kQuantFormats)
+    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16})
+      for (bool add : {false, true}) {
+        QuantCase qc;
+        qc.format = f.code;
+        qc.dtype = dtype;
+        qc.add = add;
+        qc.rows = 5;
+        qc.cols = f.code == RMSNORM_QUANT_Q8_0 ? 64 : 67;
+        SCOPED_TRACE(qc.Name());
+        Inputs in = MakeQuantInputs(qc);
+        const int64_t cols = qc.Cols();
+        in.x.set(0 * cols + 3, kInf);
+        in.x.set(2 * cols + 5, kNaN);
+        for (int64_t i = 0; i < cols; ++i) {
+          in.x.set(3 * cols + i, in.x.get(3 * cols + i) * 1e30);  // squares beyond f32
+          in.residual.set(3 * cols + i, in.residual.get(3 * cols + i) * 1e30);
+          in.x.set(4 * cols + i, in.x.get(4 * cols + i) * 1e-30);  // a row below eps
+          in.residual.set(4 * cols + i, in.residual.get(4 * cols + i) * 1e-30);
+        }
+        QuantResult first;
+        bool have_first = false;
+        for (int64_t target : AvailableTargets()) {
+          ScopedTarget scoped(target);
+          const QuantResult got = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
+          if (!have_first) {
+            first = got;
+            have_first = true;
+            continue;
+          }
+          EXPECT_EQ(got.q, first.q) << TargetName(target);
+          EXPECT_EQ(std::memcmp(got.scales.data(), first.scales.data(), got.scales.size() * sizeof(float)), 0)
+              << TargetName(target);
+        }
+        const F32Rows f32 = NormalizedRowsInF32(qc, in, first);
+        const Outputs kernel_y = RunForward(f32.c, f32.in, RMSNORM_BACKEND_AUTO);
+        size_t one_step = 0;
+        for (int64_t r = 0; r < qc.rows; ++r)
+          EXPECT_EQ(CompareToQuantizer(qc.format, RowOf(kernel_y.y, r, cols), first.q.data() + size_t(r) * RowBytes(qc),
+                                       first.scales[size_t(r)], &one_step),
+                    "")
+              << "row " << r;
+      }
+}
+
 // ---- Refusals -----------------------------------------------------------------------------------
 
 // A call on one buffer, its tensors at offsets in floats (q in bytes); -1 for NULL.
