@@ -268,6 +268,40 @@ RMSNORM_API rmsnorm_status rmsnorm_l2norm_backward_ex(const rmsnorm_config_ex* c
                                                       const void* x, const float* weight, const float* rstd,
                                                       void* dx, float* dweight, float* dbias);
 
+/* ---- Quantized outputs ----------------------------------------------------------------------------
+ * The RMSNorm family's forward (partial < 1 allowed) and its fused-add forward, writing the normalized
+ * rows quantized instead of y. y here is the f32 value the forward computes before rounding to
+ * config->base.dtype; it is then rounded to nearest even into the format, saturating:
+ *   INT8_ROW       q: (rows, cols) int8; scales: (rows) f32 written, scale = max|y| / 127 (an all-zero
+ *                  row gets 0), q = clamp(rne(y / scale), -127, 127)
+ *   FP8_E4M3_ROW   q: (rows, cols) OCP E4M3FN bytes (finite only, saturating at +-448); scales: (rows)
+ *                  f32 written, max|y| / 448
+ *   FP8_E4M3_STATIC  as FP8_E4M3_ROW with the caller's per-tensor scale, *scales (read only; finite
+ *                  and > 0), q = e4m3(y / scale)
+ *   Q8_0           q: (rows, cols / 32) ggml block_q8_0 {f16 d; int8 qs[32]}, d = f16(max|y| / 127) per
+ *                  block of 32 along the row; scales must be NULL; cols must be a multiple of 32
+ * All divisions are correctly rounded f32 divisions, so every CPU writes the same bytes. A row (block)
+ * with a NaN gets scale (d) NaN, one with an infinity +inf; their values are 0 (int8, q8_0) or NaN
+ * (fp8 with a per-row scale). q's rows follow config->y's strides, counted in q's own elements (bytes,
+ * or blocks for Q8_0); x, residual and residual_out take theirs as in the _ex calls. q and scales may
+ * not overlap any other tensor; residual_out may alias residual or x as for rmsnorm_add_forward.
+ * Scratch: besides the forward's, one f32 row per row block of the call (at most 256 rows, so at most
+ * 1 KiB a column), kept between calls as the scratch paragraph above says. */
+typedef enum rmsnorm_quant_format {
+  RMSNORM_QUANT_INT8_ROW = 1,
+  RMSNORM_QUANT_FP8_E4M3_ROW = 2,
+  RMSNORM_QUANT_FP8_E4M3_STATIC = 3,
+  RMSNORM_QUANT_Q8_0 = 4
+} rmsnorm_quant_format;
+
+RMSNORM_API rmsnorm_status rmsnorm_forward_quantized(const rmsnorm_config_ex* config, rmsnorm_quant_format format,
+                                                     const void* x, const float* weight, const float* bias, void* q,
+                                                     float* scales, float* rstd);
+RMSNORM_API rmsnorm_status rmsnorm_add_forward_quantized(const rmsnorm_config_ex* config, rmsnorm_quant_format format,
+                                                         const void* x, const void* residual, const float* weight,
+                                                         const float* bias, void* q, float* scales, void* residual_out,
+                                                         float* rstd);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -123,6 +123,42 @@ rmsnorm_status Run(const Config* config, Pointers... pointers) {
   });
 }
 
+// A quantized forward (registry::QuantInfo(kBase)): the format, the extended config with q's strides
+// in config->y, then every tensor, all checked before anything is written.
+template <registry::Op kBase, class... Pointers>
+rmsnorm_status RunQuantized(const rmsnorm_config_ex* config, rmsnorm_quant_format format, Pointers... pointers) {
+  constexpr const registry::QuantOpInfo& op = registry::QuantInfo(kBase);
+  static_assert(sizeof...(Pointers) == op.num_tensors, "the C function's tensors, as registry::kQuantOps lists them");
+  constexpr const char* fn = op.c_function;
+  const void* const ordered[] = {pointers...};
+  return Guard(fn, [&] {
+    const int raw = runtime::RawEnum(format);
+    const registry::QuantFormatInfo* info = registry::FindQuantFormat(raw);
+    if (info == nullptr)
+      runtime::FailInvalid(std::string(fn) + ": format is not an rmsnorm_quant_format (got " + std::to_string(raw) + ")");
+    const Problem p = runtime::CheckConfigEx(fn, config, NormKind::kRms, info);
+    if (p.rows == 0) return;
+    runtime::CheckQuantizedTensors<kBase>(fn, p, *info, ordered);
+    const auto at = [&](registry::Tensor t) {
+      const int i = op.ParameterIndex(t);
+      return i < 0 ? nullptr : const_cast<void*>(ordered[i]);
+    };
+    ForwardArgs a;
+    a.x = at(registry::kX);
+    a.residual = at(registry::kResidual);
+    a.weight = static_cast<const float*>(at(registry::kWeight));
+    a.bias = static_cast<const float*>(at(registry::kBias));
+    a.residual_out = at(registry::kResidualOut);
+    a.rstd = static_cast<float*>(at(registry::kRstd));
+    QuantizedOutput out;
+    out.format = info;
+    out.q = at(registry::kQ);
+    out.scales = static_cast<float*>(at(registry::kScales));
+    if (UseReference()) return ref::RmsForwardQuantized(p, a, out);
+    cpu::RmsForwardQuantized(p, a, out);
+  });
+}
+
 }  // namespace
 }  // namespace rmsnorm
 
@@ -222,6 +258,20 @@ RMSNORM_API rmsnorm_status rmsnorm_l2norm_backward_ex(const rmsnorm_config_ex* c
                                                       const void* x, const float* weight, const float* rstd,
                                                       void* dx, float* dweight, float* dbias) {
   return rmsnorm::Run<Op::kL2Backward>(config, dy, x, weight, rstd, dx, dweight, dbias);
+}
+
+RMSNORM_API rmsnorm_status rmsnorm_forward_quantized(const rmsnorm_config_ex* config, rmsnorm_quant_format format,
+                                                     const void* x, const float* weight, const float* bias, void* q,
+                                                     float* scales, float* rstd) {
+  return rmsnorm::RunQuantized<Op::kRmsForward>(config, format, x, weight, bias, q, scales, rstd);
+}
+
+RMSNORM_API rmsnorm_status rmsnorm_add_forward_quantized(const rmsnorm_config_ex* config, rmsnorm_quant_format format,
+                                                         const void* x, const void* residual, const float* weight,
+                                                         const float* bias, void* q, float* scales, void* residual_out,
+                                                         float* rstd) {
+  return rmsnorm::RunQuantized<Op::kRmsAddForward>(config, format, x, residual, weight, bias, q, scales,
+                                                   residual_out, rstd);
 }
 
 RMSNORM_API void rmsnorm_set_num_threads(int n) { rmsnorm::runtime::SetNumThreads(n); }

@@ -11,6 +11,8 @@
 namespace rmsnorm::cpu {
 
 void RmsForward(const Problem& p, const ForwardArgs& args);  // with args.residual: fused add
+// The same writing the normalized rows quantized (args.y unused), with or without the fused add.
+void RmsForwardQuantized(const Problem& p, const ForwardArgs& args, const QuantizedOutput& out);
 void RmsBackward(const Problem& p, const BackwardArgs& args);
 void LayerNormForward(const Problem& p, const ForwardArgs& args);
 void LayerNormBackward(const Problem& p, const BackwardArgs& args);

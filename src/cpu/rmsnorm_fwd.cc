@@ -15,6 +15,7 @@
 #include "cpu/sums-inl.h"
 #include "cpu/row_groups-inl.h"
 #include "cpu/bf16_pairs-inl.h"
+#include "cpu/quantize-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -152,6 +153,126 @@ void RmsForwardImpl(const Problem& p, const ForwardArgs& a) {
   RunForward<RmsForwardPlain>(p, a, 2);
 }
 
+// ---- Quantized outputs -----------------------------------------------------------------------------
+//
+// The forward above with y kept in f32: each row's y goes to a row buffer (one per row block, so the
+// threads never share one), and once the row's last chunk is there, it is quantized whole (its scale
+// needs every element). The statistics and y are the plain kernel's, operation for operation, so the
+// quantized bytes are those of QuantizeXRow applied to what rmsnorm_forward writes in f32.
+
+// A rare row's y in f32 (RareForwardRow's formula, rounded to f32 once, as its f32 output is).
+template <class T>
+RMSNORM_RARE_ROW_FUNCTION void RareForwardRowF32(const T* x, float* y, int64_t n, double rstd, const float* gain,
+                                                 const float* bias) {
+  for (int64_t i = 0; i < n; ++i)
+    y[i] = static_cast<float>(
+        formula::Normalized(ToDouble(x[i]), 0.0, rstd, GainDouble(gain, i), bias ? double(bias[i]) : 0.0));
+}
+
+template <class T, bool kWeight, bool kBias, bool kAdd>
+class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAdd> {
+  using Base = RmsForwardKernel<T, kWeight, kBias, kAdd>;
+
+ public:
+  using typename Base::State;
+
+  RmsForwardQuantizedKernel(const Problem& p, const RowPlan& plan, const ForwardArgs& a, const float* gain,
+                            const QuantizedOutput& out, float* row_buffers)
+      : Base(p, plan, a, gain),
+        p_(p),
+        plan_(plan),
+        input_(static_cast<const T*>(kAdd ? a.residual_out : a.x), p, kAdd ? registry::kResidualOut : registry::kX),
+        x_(static_cast<const T*>(a.x), p, registry::kX),
+        residual_(static_cast<const T*>(a.residual), p, registry::kResidual),
+        gain_(gain),
+        bias_(a.bias),
+        format_(out.format->code),
+        unit_bytes_(out.format->unit_bytes),
+        q_(static_cast<uint8_t*>(out.q)),
+        scales_(out.scales),
+        static_scale_(out.format->scales == registry::QuantScales::kStatic ? *out.scales : 0.0f),
+        row_buffers_(row_buffers) {}
+
+  void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
+    float* y = row_buffers_ + (row / plan_.block_rows) * p_.cols;
+    const T* in = input_.Row(row) + c0;
+    const float* w = gain_ + (kWeight ? c0 : 0);
+    const float* b = bias_ + (kBias ? c0 : 0);
+    if (s.rare) {
+      RareForwardRowF32(in, y + c0, c1 - c0, s.rare_rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
+    } else {
+      const DF d;
+      const VF rstd = hn::Set(d, s.rstd);
+      // The next row's inputs stream in while this one computes, as in the plain kernel (y, in a row
+      // buffer, is never streamed).
+      const OutputHints<T> hints = HintsFor(plan_, true, row, c0, x_, kAdd ? &residual_ : nullptr);
+      ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+        PrefetchNextRow(hints, i);
+        Store(d, ScaleShift<kWeight, kBias>(d, hn::Mul(Load(d, in + i, count), rstd), w, b, i, count), y + c0 + i,
+              count);
+      });
+    }
+    if (c1 == p_.cols) Quantize(row, y);
+  }
+
+ private:
+  void Quantize(int64_t row, const float* y) const {
+    uint8_t* q = q_ + p_.RowStart(registry::kQ, row) * int64_t(unit_bytes_);
+    switch (format_) {
+      case RMSNORM_QUANT_INT8_ROW:
+        return QuantizeInt8Row(y, p_.cols, reinterpret_cast<int8_t*>(q), scales_ + row);
+      case RMSNORM_QUANT_FP8_E4M3_ROW:
+        return QuantizeFp8E4M3Row(y, p_.cols, q, scales_ + row, true);
+      case RMSNORM_QUANT_FP8_E4M3_STATIC: {
+        float scale = static_scale_;
+        return QuantizeFp8E4M3Row(y, p_.cols, q, &scale, false);
+      }
+      case RMSNORM_QUANT_Q8_0:
+        return QuantizeQ8_0Row(y, p_.cols, q);
+    }
+  }
+
+  const Problem& p_;
+  const RowPlan& plan_;
+  RowTensor<const T> input_;  // what the statistic and y are taken from: x, or the stored x + residual
+  RowTensor<const T> x_, residual_;  // the next row's, to prefetch
+  const float* gain_;
+  const float* bias_;
+  rmsnorm_quant_format format_;
+  size_t unit_bytes_;
+  uint8_t* q_;
+  float* scales_;
+  float static_scale_;
+  float* row_buffers_;  // (blocks, cols) f32
+};
+
+void RmsForwardQuantizedImpl(const Problem& p, const ForwardArgs& a, const QuantizedOutput& out) {
+  static_assert(sizeof(quant::BlockQ8_0) == registry::FindQuantFormat(RMSNORM_QUANT_Q8_0)->unit_bytes,
+                "registry/quant_formats.inc: q8_0's block size");
+  const bool add = a.residual != nullptr;
+  const int64_t tensors = add ? 4 : 2;
+  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
+  RowPlan plan = MakePlan(p, tensors);
+  plan.split = false;  // a row is quantized whole, by the thread that wrote its y
+  runtime::ScratchLease lease;
+  float* row_buffers = lease.Borrow(runtime::ScratchSlot::kQuantizedRows, size_t(plan.num_blocks * p.cols));
+  const int64_t bytes = tensors * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
+  // Not RMSNORM_INLINE_LAMBDA: GCC gives a lambda in a target function no target attributes, so it
+  // cannot force one inline here (RunForward, a template outside the target namespace, can).
+  WithStorage(p.dtype, [&](auto t) {
+    WithFlag(a.weight != nullptr, [&](auto weight) {
+      WithFlag(a.bias != nullptr, [&](auto bias) {
+        WithFlag(add, [&](auto fused) {
+          const RmsForwardQuantizedKernel<decltype(t), decltype(weight)::value, decltype(bias)::value,
+                                          decltype(fused)::value>
+              kernel(p, plan, a, gain.data(), out, row_buffers);
+          RunRows(plan, bytes, kernel, nullptr);
+        });
+      });
+    });
+  });
+}
+
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -159,5 +280,9 @@ HWY_AFTER_NAMESPACE();
 namespace rmsnorm::cpu {
 HWY_EXPORT(RmsForwardImpl);
 void RmsForward(const Problem& p, const ForwardArgs& args) { RMSNORM_DYNAMIC_DISPATCH(RmsForwardImpl)(p, args); }
+HWY_EXPORT(RmsForwardQuantizedImpl);
+void RmsForwardQuantized(const Problem& p, const ForwardArgs& args, const QuantizedOutput& out) {
+  RMSNORM_DYNAMIC_DISPATCH(RmsForwardQuantizedImpl)(p, args, out);
+}
 }  // namespace rmsnorm::cpu
 #endif

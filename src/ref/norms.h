@@ -167,6 +167,8 @@ void RmsForward(const Problem& p, const ForwardArgs& args);
 void RmsBackward(const Problem& p, const BackwardArgs& args);
 void LayerNormForward(const Problem& p, const ForwardArgs& args);
 void LayerNormBackward(const Problem& p, const BackwardArgs& args);
+// RmsForward with y (the double value rounded to f32) quantized by ref/quantize.h into `out`.
+void RmsForwardQuantized(const Problem& p, const ForwardArgs& args, const QuantizedOutput& out);
 
 }  // namespace rmsnorm::ref
 

@@ -1,6 +1,7 @@
 // The reference backend's entry points: pick the storage type (registry/dtypes.inc), then run the
 // templates in norms.h.
 #include "ref/norms.h"
+#include "ref/quantize.h"
 #include "registry/registry.h"
 
 namespace rmsnorm::ref {
@@ -34,7 +35,54 @@ Backward<T, float> Typed(const BackwardArgs& a) {
   return b;
 }
 
+// RmsForward's rows, each y rounded to f32 and quantized.
+template <class T>
+void RmsForwardQuantized(const Problem& p, const Forward<T, float>& f, const QuantizedOutput& out) {
+  std::vector<double> a, r;
+  std::vector<float> y(static_cast<size_t>(p.cols));
+  const auto* format = out.format;
+  for (int64_t row = 0; row < p.rows; ++row) {
+    LoadRow(f.x + p.RowStart(registry::kX, row), p.cols, a);
+    if (f.residual) {
+      LoadRow(f.residual + p.RowStart(registry::kResidual, row), p.cols, r);
+      T* residual_out = f.residual_out + p.RowStart(registry::kResidualOut, row);
+      for (int64_t i = 0; i < p.cols; ++i) {
+        const T h = FromDouble<T>(a[i] + r[i]);
+        residual_out[i] = h;
+        a[i] = ToDouble(h);
+      }
+    }
+    const double rstd = formula::RmsInverseRoot(p, Row(a));
+    for (int64_t i = 0; i < p.cols; ++i) {
+      const double bias = f.bias ? double(f.bias[i]) : 0.0;
+      y[size_t(i)] = static_cast<float>(formula::Normalized(a[i], 0.0, rstd, Gain(p, f.weight, i), bias));
+    }
+    auto* q = static_cast<uint8_t*>(out.q) + p.RowStart(registry::kQ, row) * int64_t(format->unit_bytes);
+    switch (format->code) {
+      case RMSNORM_QUANT_INT8_ROW:
+        QuantizeInt8Row(y.data(), p.cols, reinterpret_cast<int8_t*>(q), out.scales + row);
+        break;
+      case RMSNORM_QUANT_FP8_E4M3_ROW:
+        QuantizeFp8E4M3Row(y.data(), p.cols, q, out.scales + row, true);
+        break;
+      case RMSNORM_QUANT_FP8_E4M3_STATIC: {
+        float scale = out.scales[0];
+        QuantizeFp8E4M3Row(y.data(), p.cols, q, &scale, false);
+        break;
+      }
+      case RMSNORM_QUANT_Q8_0:
+        QuantizeQ8_0Row(y.data(), p.cols, q);
+        break;
+    }
+    if (f.rstd) f.rstd[row] = static_cast<float>(rstd);
+  }
+}
+
 }  // namespace
+
+void RmsForwardQuantized(const Problem& p, const ForwardArgs& args, const QuantizedOutput& out) {
+  registry::WithStorage(p.dtype, [&](auto t) { RmsForwardQuantized(p, Typed<decltype(t)>(args), out); });
+}
 
 void RmsForward(const Problem& p, const ForwardArgs& args) {
   registry::WithStorage(p.dtype, [&](auto t) { RmsForward(p, Typed<decltype(t)>(args)); });

@@ -74,11 +74,13 @@ Storage FromFloat(float v) {
 // ---- Tensors ----------------------------------------------------------------------------------------
 
 // Unscoped (Tensor::kX and kX alike), so that the lines of ops.inc read as plain lists.
-enum Tensor { kX, kResidual, kWeight, kBias, kY, kResidualOut, kMean, kRstd, kDy, kDx, kDweight, kDbias };
-constexpr size_t kNumTensors = 12;
+// kQ and kScales are the quantized calls' outputs (see kQuantFormats), in no op of ops.inc.
+enum Tensor { kX, kResidual, kWeight, kBias, kY, kResidualOut, kMean, kRstd, kDy, kDx, kDweight, kDbias, kQ, kScales };
+constexpr size_t kNumTensors = 14;
 
-// (rows, cols) in the config's dtype, or (cols) / (rows) in f32.
-enum class Shape { kRowsCols, kCols, kRows };
+// (rows, cols) in the config's dtype, or (cols) / (rows) in f32; kQuantized: (rows, cols / unit_cols)
+// elements of the format's unit_bytes; kScales: as the format's scales say.
+enum class Shape { kRowsCols, kCols, kRows, kQuantized, kScales };
 
 struct TensorInfo {
   Tensor tensor;
@@ -93,6 +95,7 @@ inline constexpr TensorInfo kTensors[kNumTensors] = {
     {Tensor::kMean, "mean", Shape::kRows},        {Tensor::kRstd, "rstd", Shape::kRows},
     {Tensor::kDy, "dy", Shape::kRowsCols},        {Tensor::kDx, "dx", Shape::kRowsCols},
     {Tensor::kDweight, "dweight", Shape::kCols},  {Tensor::kDbias, "dbias", Shape::kCols},
+    {Tensor::kQ, "q", Shape::kQuantized},         {Tensor::kScales, "scales", Shape::kScales},
 };
 constexpr const TensorInfo& Info(Tensor t) { return kTensors[size_t(t)]; }
 
@@ -257,6 +260,86 @@ constexpr bool TablesInOrder() {
 }
 static_assert(TablesInOrder(), "registry tables out of order, or a dtype code or size is wrong");
 }  // namespace detail
+
+// ---- Quantized outputs (quant_formats.inc) ----------------------------------------------------------
+
+enum class QuantScales { kPerRow, kStatic, kInBlocks };
+
+struct QuantFormatInfo {
+  rmsnorm_quant_format code;
+  const char* name;
+  size_t unit_bytes;  // one element of q
+  int64_t unit_cols;  // columns per element of q
+  QuantScales scales;
+};
+
+inline constexpr QuantFormatInfo kQuantFormats[] = {
+#define RMSNORM_QUANT_FORMAT(Id, code, name, unit_bytes, unit_cols, scales) \
+  {code, name, unit_bytes, unit_cols, QuantScales::scales},
+#include "registry/quant_formats.inc"
+#undef RMSNORM_QUANT_FORMAT
+};
+
+// The entry of a format code, or null for an integer that is no rmsnorm_quant_format.
+constexpr const QuantFormatInfo* FindQuantFormat(int code) {
+  for (const QuantFormatInfo& f : kQuantFormats)
+    if (int(f.code) == code) return &f;
+  return nullptr;
+}
+
+// A quantized call: the forward `base` of ops.inc with y replaced by q and scales (in that order, where
+// y was), under its own C function, which takes an rmsnorm_config_ex and the format first.
+struct QuantOpInfo {
+  Op base;
+  const char* c_function;
+  TensorUse tensors[kMaxOpTensors];  // in C parameter order, after the config and the format
+  size_t num_tensors;
+  constexpr int ParameterIndex(Tensor t) const {
+    for (size_t i = 0; i < num_tensors; ++i)
+      if (tensors[i].tensor == t) return int(i);
+    return -1;
+  }
+};
+
+namespace detail {
+constexpr QuantOpInfo MakeQuantOp(Op base, const char* c_function) {
+  QuantOpInfo info{base, c_function, {}, 0};
+  const OpInfo& op = kOps[size_t(base)];
+  for (size_t i = 0; i < op.num_tensors; ++i) {
+    if (op.tensors[i].tensor == kY) {
+      info.tensors[info.num_tensors++] = {kQ, kOut};
+      info.tensors[info.num_tensors++] = {kScales, kOptOut};  // its role depends on the format (checks)
+    } else {
+      info.tensors[info.num_tensors++] = op.tensors[i];
+    }
+  }
+  return info;
+}
+constexpr int QuantExpectedCode(TensorUse use) {
+  if (use.tensor == kQ) return 1;       // void*
+  if (use.tensor == kScales) return 3;  // float*, read for a static scale
+  return ExpectedCode(use);
+}
+template <class... P>
+constexpr bool QuantSignatureMatches(rmsnorm_status (*)(const rmsnorm_config_ex*, rmsnorm_quant_format, P...),
+                                     const QuantOpInfo& op) {
+  constexpr int codes[] = {PointerCode<P>()..., 0};
+  if (sizeof...(P) != op.num_tensors) return false;
+  for (size_t i = 0; i < op.num_tensors; ++i)
+    if (codes[i] != QuantExpectedCode(op.tensors[i])) return false;
+  return true;
+}
+}  // namespace detail
+
+inline constexpr QuantOpInfo kQuantOps[] = {
+    detail::MakeQuantOp(Op::kRmsForward, "rmsnorm_forward_quantized"),
+    detail::MakeQuantOp(Op::kRmsAddForward, "rmsnorm_add_forward_quantized"),
+};
+// The quantized twin of a forward of ops.inc (RmsForward or RmsAddForward).
+constexpr const QuantOpInfo& QuantInfo(Op base) { return base == Op::kRmsForward ? kQuantOps[0] : kQuantOps[1]; }
+static_assert(detail::QuantSignatureMatches(&rmsnorm_forward_quantized, kQuantOps[0]) &&
+                  detail::QuantSignatureMatches(&rmsnorm_add_forward_quantized, kQuantOps[1]),
+              "kQuantOps: the tensors do not match the signatures in rmsnorm.h");
 
 // ---- Norms (norms.inc) ------------------------------------------------------------------------------
 

@@ -24,7 +24,10 @@ struct Buffer {
   registry::Tensor tensor;
   uintptr_t begin, end;  // the bytes from its first to its last element
   bool output;
-  bool row_tensor;  // (rows, cols) in dtype: may coincide with another row tensor, one in, one out
+  bool row_tensor;  // rows of row_elements elements of element_size bytes at Problem::RowStart
+  bool in_place;    // a row tensor that may coincide with another, one in, one out (q may not)
+  size_t element_size;
+  int64_t row_elements;
 };
 
 // The failures, out of line: building their messages would otherwise weigh on every call's checks
@@ -52,7 +55,38 @@ class Buffers {
     const int64_t elements = row_tensor ? p_.RowStart(use.tensor, p_.rows - 1) + p_.cols
                                         : registry::Elements(shape, p_.rows, p_.cols);
     AddBuffer(use.tensor, data, size_t(elements) * size, size, registry::IsOutput(use.role), row_tensor,
-              registry::IsRequired(use.role));
+              registry::IsRequired(use.role), row_tensor, p_.cols);
+  }
+
+  // A quantized call's q: rows of cols / unit_cols elements of unit_bytes, aligned to the bytes of
+  // the element types inside (a q8_0 block's f16 scale: 2).
+  void AddQuantized(const registry::QuantFormatInfo& format, const void* data) {
+    const int64_t row_elements = p_.cols / format.unit_cols;
+    const int64_t elements = p_.RowStart(registry::kQ, p_.rows - 1) + row_elements;
+    const size_t align = format.unit_bytes % 2 == 0 ? 2 : 1;
+    AddBuffer(registry::kQ, data, size_t(elements) * format.unit_bytes, align, true, true, true, false, row_elements,
+              format.unit_bytes);
+  }
+
+  // Its scales: written per row, one read, or none (NULL), as the format says.
+  void AddScales(const char* fn, const registry::QuantFormatInfo& format, const float* scales) {
+    switch (format.scales) {
+      case registry::QuantScales::kInBlocks:
+        if (scales != nullptr)
+          Fail(fn, std::string("scales must be NULL for ") + format.name + ": its scales are in the blocks");
+        return;
+      case registry::QuantScales::kPerRow:
+        if (scales == nullptr) Fail(fn, std::string("scales is NULL; ") + format.name + " writes one f32 scale per row");
+        AddBuffer(registry::kScales, scales, size_t(p_.rows) * sizeof(float), sizeof(float), true, false, true);
+        return;
+      case registry::QuantScales::kStatic:
+        if (scales == nullptr) Fail(fn, std::string("scales is NULL; ") + format.name + " reads the static scale *scales");
+        AddBuffer(registry::kScales, scales, sizeof(float), sizeof(float), false, false, true);
+        if (!(std::isfinite(*scales) && *scales > 0.0f))
+          Fail(fn, std::string("the static scale *scales must be finite and > 0 for ") + format.name + " (got " +
+                       Number(*scales) + ")");
+        return;
+    }
   }
 
   void CheckOverlaps() const {
@@ -61,7 +95,7 @@ class Buffers {
         const Buffer& a = list_[i];
         const Buffer& b = list_[j];
         if (!(a.output || b.output) || a.begin >= b.end || b.begin >= a.end) continue;
-        const bool same_rows = a.row_tensor && b.row_tensor && a.begin == b.begin && SameLayout(a.tensor, b.tensor);
+        const bool same_rows = a.in_place && b.in_place && a.begin == b.begin && SameLayout(a.tensor, b.tensor);
         if (same_rows && a.output != b.output) continue;  // in place
         if (same_rows || !p_.strided || ElementsOverlap(a, b)) FailOverlap(fn_, a.name, b.name);
       }
@@ -70,7 +104,8 @@ class Buffers {
 
  private:
   void AddBuffer(registry::Tensor tensor, const void* data, size_t bytes, size_t align, bool output,
-                 bool row_tensor, bool required) {
+                 bool row_tensor, bool required, bool in_place = false, int64_t row_elements = 0,
+                 size_t element_size = 0) {
     const char* name = registry::Info(tensor).name;
     const auto begin = reinterpret_cast<uintptr_t>(data);
     if (data == nullptr) {
@@ -79,7 +114,8 @@ class Buffers {
     }
     if ((begin & (align - 1)) != 0) FailMisaligned(fn_, name, align);  // align is a power of two
     if (bytes > UINTPTR_MAX - begin) Fail(fn_, std::string(name) + " extends past the end of the address space");
-    list_[count_++] = Buffer{name, tensor, begin, begin + bytes, output, row_tensor};
+    if (element_size == 0) element_size = align;
+    list_[count_++] = Buffer{name, tensor, begin, begin + bytes, output, row_tensor, in_place, element_size, row_elements};
   }
 
   bool SameLayout(registry::Tensor a, registry::Tensor b) const {
@@ -89,10 +125,10 @@ class Buffers {
   // A buffer's k-th run of bytes: a row of a row tensor, or the whole of another buffer.
   int64_t Runs(const Buffer& b) const { return b.row_tensor ? p_.rows : 1; }
   uintptr_t RunBegin(const Buffer& b, int64_t k) const {
-    return b.row_tensor ? b.begin + uintptr_t(p_.RowStart(b.tensor, k)) * DtypeSize(p_.dtype) : b.begin;
+    return b.row_tensor ? b.begin + uintptr_t(p_.RowStart(b.tensor, k)) * b.element_size : b.begin;
   }
   uintptr_t RunEnd(const Buffer& b, int64_t k) const {
-    return b.row_tensor ? RunBegin(b, k) + uintptr_t(p_.cols) * DtypeSize(p_.dtype) : b.end;
+    return b.row_tensor ? RunBegin(b, k) + uintptr_t(b.row_elements) * b.element_size : b.end;
   }
 
   // Whether any byte of a's rows is a byte of b's, for strided rows whose spans intersect (rows of two
@@ -114,7 +150,7 @@ class Buffers {
 
   const char* fn_;
   const Problem& p_;
-  Buffer list_[registry::kMaxOpTensors];  // no allocation on the hot path
+  Buffer list_[registry::kMaxOpTensors];  // no allocation on the hot path (a quantized op has no more)
   size_t count_ = 0;
 };
 
@@ -163,7 +199,8 @@ Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind)
   return p;
 }
 
-Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind kind) {
+Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind kind,
+                      const registry::QuantFormatInfo* quant) {
   if (config == nullptr) Fail(fn, "config is NULL");
   // Read no byte past the caller's struct: an older caller's is shorter, and its missing fields take
   // their zero defaults; a newer caller's unknown fields must be zero.
@@ -186,6 +223,9 @@ Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind 
   std::memcpy(&c, config, kKnown);
 
   Problem p = CheckConfig(fn, &c.base, kind);
+  if (quant != nullptr && c.base.cols % quant->unit_cols != 0)
+    Fail(fn, "config->base.cols (" + std::to_string(c.base.cols) + ") must be a multiple of " +
+                 std::to_string(quant->unit_cols) + " for " + quant->name + " (whole blocks along the row)");
   if (c.inner_rows < 0) Fail(fn, "config->inner_rows must be >= 0 (got " + std::to_string(c.inner_rows) + ")");
   const int64_t inner_rows = c.inner_rows == 0 ? 1 : c.inner_rows;
   if (p.rows % inner_rows != 0)
@@ -193,41 +233,55 @@ Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind 
                  std::to_string(p.rows) + ")");
   const int64_t outer_rows = p.rows / inner_rows;
 
+  // A quantized call's q takes config->y's strides, counted in its own elements, whose rows are
+  // cols / unit_cols long.
   struct Given {
     registry::Tensor tensor;
     rmsnorm_row_strides strides;
+    int64_t cols;
   };
-  const Given given[] = {{registry::kX, c.x},   {registry::kResidual, c.residual}, {registry::kY, c.y},
-                         {registry::kResidualOut, c.residual_out}, {registry::kDy, c.dy}, {registry::kDx, c.dx}};
-  bool packed = true, one_level = true;
+  const int64_t y_cols = quant ? p.cols / quant->unit_cols : p.cols;
+  const Given given[] = {{registry::kX, c.x, p.cols},
+                         {registry::kResidual, c.residual, p.cols},
+                         {quant ? registry::kQ : registry::kY, c.y, y_cols},
+                         {registry::kResidualOut, c.residual_out, p.cols},
+                         {registry::kDy, c.dy, p.cols},
+                         {registry::kDx, c.dx, p.cols}};
+  // Problem::RowStart of an unstrided call counts cols elements a row: q8_0's q needs its layout.
+  bool packed = y_cols == p.cols, one_level = true;
   for (const Given& g : given) {
     // Only a failure spells the name out: a small call must not pay for six strings.
-    const auto name = [&g] { return std::string("config->") + registry::Info(g.tensor).name; };
+    const auto name = [&g] {
+      return g.tensor == registry::kQ ? std::string("config->y (q's rows, in q's elements)")
+                                      : std::string("config->") + registry::Info(g.tensor).name;
+    };
     if (g.strides.outer < 0 || g.strides.inner < 0)
       Fail(fn, name() + " strides must be >= 0 (got outer " + std::to_string(g.strides.outer) + ", inner " +
                    std::to_string(g.strides.inner) + ")");
     RowLayout l;
-    l.inner = g.strides.inner == 0 || inner_rows == 1 ? p.cols : g.strides.inner;
+    l.inner = g.strides.inner == 0 || inner_rows == 1 ? g.cols : g.strides.inner;
     if (g.strides.outer != 0) {
       l.outer = g.strides.outer;
     } else if (__builtin_mul_overflow(inner_rows, l.inner, &l.outer)) {
       Fail(fn, name() + ": inner_rows * inner stride is too large");
     }
     // Rows disjoint and in row order: the overlap checks and the kernels' prefetches rely on it.
-    if (inner_rows > 1 && l.inner < p.cols)
-      Fail(fn, name() + ".inner (" + std::to_string(l.inner) + ") must be >= cols (" + std::to_string(p.cols) +
+    if (inner_rows > 1 && l.inner < g.cols)
+      Fail(fn, name() + ".inner (" + std::to_string(l.inner) + ") must be >= cols (" + std::to_string(g.cols) +
                    "): rows may not overlap");
-    int64_t last = 0, end = 0;  // the last row's start, and the end of the tensor, in elements
+    // The last row's start, and the end of the tensor, in elements, whose bytes must fit (up to 8 an
+    // element; a q8_0 block of q has 34).
+    int64_t last = 0, end = 0;
     int64_t inner_span = 0;
     if (__builtin_mul_overflow(outer_rows > 0 ? outer_rows - 1 : 0, l.outer, &last) ||
         __builtin_mul_overflow(inner_rows - 1, l.inner, &inner_span) ||
         __builtin_add_overflow(last, inner_span, &last) ||
-        __builtin_add_overflow(last, p.cols, &end) || end > INT64_MAX / 8)
+        __builtin_add_overflow(last, g.cols, &end) || end > INT64_MAX / (g.tensor == registry::kQ ? 64 : 8))
       Fail(fn, name() + ": the strides reach too far (" + std::to_string(l.outer) + ", " + std::to_string(l.inner) + ")");
-    if (outer_rows > 1 && l.outer < inner_span + p.cols)
+    if (outer_rows > 1 && l.outer < inner_span + g.cols)
       Fail(fn, name() + ".outer (" + std::to_string(l.outer) + ") must be >= (inner_rows - 1) * inner + cols (" +
-                   std::to_string(inner_span + p.cols) + "): rows may not overlap or go out of order");
-    packed = packed && l.inner == p.cols && l.outer == inner_rows * p.cols;
+                   std::to_string(inner_span + g.cols) + "): rows may not overlap or go out of order");
+    packed = packed && l.inner == g.cols && l.outer == inner_rows * g.cols;
     one_level = one_level && l.outer == inner_rows * l.inner;
     p.layout[g.tensor] = l;
   }
@@ -260,6 +314,28 @@ void CheckTensors(const char* fn, const Problem& p, const void* const* ordered) 
     Fail(fn, "mean and rstd must be both given or both NULL (to recompute)");
   b.CheckOverlaps();
 }
+
+template <registry::Op kBase>
+void CheckQuantizedTensors(const char* fn, const Problem& p, const registry::QuantFormatInfo& format,
+                           const void* const* ordered) {
+  constexpr const registry::QuantOpInfo& op = registry::QuantInfo(kBase);
+  Buffers b(fn, p);
+  for (size_t i = 0; i < op.num_tensors; ++i) {
+    const registry::TensorUse& use = op.tensors[i];
+    if (use.tensor == registry::kQ) {
+      b.AddQuantized(format, ordered[i]);
+    } else if (use.tensor == registry::kScales) {
+      b.AddScales(fn, format, static_cast<const float*>(ordered[i]));
+    } else {
+      b.Add(use, ordered[i]);
+    }
+  }
+  b.CheckOverlaps();
+}
+template void CheckQuantizedTensors<registry::Op::kRmsForward>(const char*, const Problem&,
+                                                              const registry::QuantFormatInfo&, const void* const*);
+template void CheckQuantizedTensors<registry::Op::kRmsAddForward>(const char*, const Problem&,
+                                                                 const registry::QuantFormatInfo&, const void* const*);
 
 // One instance per operation: its tensor list is known at compile time, so the loop above unrolls
 // and each tensor's shape, role and name fold into its checks (a small call's checks are a fair part

@@ -20,8 +20,11 @@ Problem CheckConfig(const char* fn, const rmsnorm_config* config, NormKind kind)
 
 // The same for an extended config (its size field, then the base config through CheckConfig, then
 // inner_rows and each row tensor's strides), deriving the Problem's row layouts: packed layouts leave
-// it unstrided, and a two-level layout that is one level in every tensor is made one level.
-Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind kind);
+// it unstrided, and a two-level layout that is one level in every tensor is made one level. With a
+// quantized format, config->y's strides are q's (registry::kQ), in q's elements, and cols must be a
+// multiple of the format's unit_cols.
+Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind kind,
+                      const registry::QuantFormatInfo* quant = nullptr);
 
 // Checks the tensors of a call of operation kOp (fn names it in messages) with rows > 0, given in the
 // op's C parameter order (see registry/ops.inc): required pointers present, each aligned to its element
@@ -29,6 +32,13 @@ Problem CheckConfigEx(const char* fn, const rmsnorm_config_ex* config, NormKind 
 // coincides exactly (pointer and layout) with an input row tensor (in-place use).
 template <registry::Op kOp>
 void CheckTensors(const char* fn, const Problem& p, const void* const* ordered);
+
+// The same for a quantized call (registry::QuantInfo(kBase)'s tensors): q at the format's element
+// size and layout, never in place; scales as the format says (written per row, one finite positive
+// value read, or NULL); and, like the others, no overlap.
+template <registry::Op kBase>
+void CheckQuantizedTensors(const char* fn, const Problem& p, const registry::QuantFormatInfo& format,
+                           const void* const* ordered);
 
 // k = max(1, ceil(partial * cols)), a product within f32 rounding of an integer taken as that integer.
 // Assumes cols >= 1 and partial in (0, 1].

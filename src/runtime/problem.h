@@ -60,6 +60,14 @@ struct ForwardArgs {
   float* rstd = nullptr;           // (rows)
 };
 
+// A quantized forward's output in place of y (registry/quant_formats.inc): q's rows at
+// Problem::RowStart(registry::kQ, row) elements of format->unit_bytes; scales per format->scales.
+struct QuantizedOutput {
+  const registry::QuantFormatInfo* format = nullptr;
+  void* q = nullptr;
+  float* scales = nullptr;  // (rows) written, or (1) read for a static scale, or null
+};
+
 struct BackwardArgs {
   const void* dy = nullptr;       // (rows, cols)
   const void* x = nullptr;        // (rows, cols)
