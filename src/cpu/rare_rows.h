@@ -68,8 +68,9 @@ inline auto GainOf(const float* gain) {
 
 // A forward's rare row, columns [0, n): y = ((x - mean) * rstd) * g + b in double (mean 0 for the
 // RMSNorm family, where x - 0 is x). gain, bias: (n) f32 or null (g = 1, b = 0).
-template <class T>
-RMSNORM_RARE_ROW_FUNCTION void RareForwardRow(const T* x, T* y, int64_t n, double mean, double rstd, const float* gain,
+// y is in T, or in f32 for an output that is quantized next.
+template <class T, class Y>
+RMSNORM_RARE_ROW_FUNCTION void RareForwardRow(const T* x, Y* y, int64_t n, double mean, double rstd, const float* gain,
                                               const float* bias) {
   for (int64_t i = 0; i < n; ++i)
     StoreDouble(formula::Normalized(ToDouble(x[i]), mean, rstd, GainDouble(gain, i), bias ? double(bias[i]) : 0.0), y + i);

@@ -112,6 +112,8 @@ class RmsForwardKernel {
  private:
   const T* Input(int64_t row) const { return kAdd ? h_.Row(row) : x_.Row(row); }
 
+  // Also the quantized kernel's (below).
+ protected:
   // pRMSNorm's columns past k are outside the statistic, so nothing bounds x * rstd there: an element
   // far above the first k can take it beyond f32 where the gain (or a bias) would bring y back. Such a
   // chunk takes the rare path. The columns below k need no look (|x| * rstd <= sqrt(k) there), nor do
@@ -130,6 +132,7 @@ class RmsForwardKernel {
     return double(hn::GetLane(hn::MaxOfLanes(d, max))) * double(rstd) >= 0x1p127;
   }
 
+ private:
   const Problem& p_;
   const RowPlan& plan_;
   RowTensor<const T> x_;
@@ -160,15 +163,6 @@ void RmsForwardImpl(const Problem& p, const ForwardArgs& a) {
 // needs every element). The statistics and y are the plain kernel's, operation for operation, so the
 // quantized bytes are those of QuantizeXRow applied to what rmsnorm_forward writes in f32.
 
-// A rare row's y in f32 (RareForwardRow's formula, rounded to f32 once, as its f32 output is).
-template <class T>
-RMSNORM_RARE_ROW_FUNCTION void RareForwardRowF32(const T* x, float* y, int64_t n, double rstd, const float* gain,
-                                                 const float* bias) {
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = static_cast<float>(
-        formula::Normalized(ToDouble(x[i]), 0.0, rstd, GainDouble(gain, i), bias ? double(bias[i]) : 0.0));
-}
-
 template <class T, bool kWeight, bool kBias, bool kAdd>
 class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAdd> {
   using Base = RmsForwardKernel<T, kWeight, kBias, kAdd>;
@@ -198,8 +192,9 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
     const T* in = input_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
-    if (s.rare) {
-      RareForwardRowF32(in, y + c0, c1 - c0, s.rare_rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
+    if (s.rare || this->TailOverflows(in, c0, c1, s.rstd)) {
+      const double rstd = s.rare ? s.rare_rstd : RmsInverseRootDouble(input_.Row(row), p_);
+      RareForwardRow(in, y + c0, c1 - c0, 0.0, rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
     } else {
       const DF d;
       const VF rstd = hn::Set(d, s.rstd);
