@@ -35,7 +35,7 @@ namespace {
 const char kUsage[] =
     "usage: rmsnorm-repro demo|repro|tiny [options]\n"
     "       rmsnorm-repro score HYPOTHESES REFERENCES [BASELINE]\n"
-    "  demo    all tasks and norms, short runs, one seed, two tasks at a time (about 5 minutes on 2 cores)\n"
+    "  demo    all tasks and norms, short runs, one seed, two tasks at a time (a few minutes on 2 cores)\n"
     "  repro   longer runs with several seeds (mean and spread)\n"
     "  tiny    a few steps of each, to check the pipeline\n"
     "  score   corpus BLEU and chrF (sacreBLEU's defaults) of two UTF-8 files, one segment a line; with a\n"
