@@ -20,6 +20,11 @@ inline void matmul(const float* x, const float* w, float* y, int m, int k, int n
 void set_blas_threads(int n);
 int blas_threads();
 std::string blas_description();  // OpenBLAS's build configuration string, for the report
+// The OPENBLAS_CORETYPE that gives this CPU OpenBLAS's kernels for it when OpenBLAS's run-time dispatch
+// does not know the CPU's model and fell back to its generic Prescott (SSE3) kernels, as 0.3.21 does on
+// CPUs newer than itself; "" when the dispatch found a core, or OPENBLAS_CORETYPE is set already. It takes
+// effect only when set before OpenBLAS loads, so a program sets it and executes itself again.
+std::string blas_coretype_override();
 
 }  // namespace repro
 

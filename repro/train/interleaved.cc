@@ -21,9 +21,9 @@ double median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double process_cpu_seconds() {
+double cpu_seconds(CpuClock clock) {
   timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  clock_gettime(clock == CpuClock::kThread ? CLOCK_THREAD_CPUTIME_ID : CLOCK_PROCESS_CPUTIME_ID, &t);
   return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
 }
 
@@ -66,7 +66,7 @@ double paired_time_ratio(const VariantResult& a, const VariantResult& b, bool cp
 }
 
 TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uint64_t seed,
-                             const ProgressFn& progress) {
+                             const ProgressFn& progress, CpuClock cpu_clock) {
   const TaskInfo& info = task.info();
   std::vector<Running> runs(norms.size());
   for (size_t i = 0; i < norms.size(); ++i) {
@@ -87,7 +87,7 @@ TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uin
       Running& run = runs[(k + static_cast<size_t>(round)) % runs.size()];  // rotate who goes first
       if (run.result.diverged) continue;
       const double norm_before = run.variant->clock.seconds;
-      const double cpu_start = process_cpu_seconds();
+      const double cpu_start = cpu_seconds(cpu_clock);
       const auto start = std::chrono::steady_clock::now();
       for (int64_t step = done; step < done + n; ++step) {
         const double loss = run.variant->forward_backward(step);
@@ -100,7 +100,7 @@ TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uin
       }
       run.result.chunk_seconds.push_back(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      run.result.chunk_cpu_seconds.push_back(process_cpu_seconds() - cpu_start);
+      run.result.chunk_cpu_seconds.push_back(cpu_seconds(cpu_clock) - cpu_start);
       run.result.chunk_norm_seconds.push_back(run.variant->clock.seconds - norm_before);
       run.result.chunk_steps.push_back(static_cast<int64_t>(run.result.losses.size()) - run.result.steps_done);
       run.result.steps_done = static_cast<int64_t>(run.result.losses.size());

@@ -29,7 +29,7 @@ struct VariantResult {
   std::vector<int64_t> chunk_steps;  // steps in each chunk this variant ran
   std::vector<double> chunk_seconds; // wall time of each chunk: forward, backward and update
   std::vector<double> chunk_norm_seconds;  // of which inside normalization
-  std::vector<double> chunk_cpu_seconds;   // process CPU time of each chunk (all threads)
+  std::vector<double> chunk_cpu_seconds;   // CPU time of each chunk (see CpuClock)
   double train_seconds() const;
   double norm_seconds() const;
   // Median over chunks of seconds per step, times 1000: robust to bursts of load from other processes.
@@ -54,8 +54,13 @@ struct TaskResult {
 // Called after each round: the task, steps done, total steps, the variants so far.
 using ProgressFn = std::function<void(const TaskInfo&, int64_t, const std::vector<VariantResult>&)>;
 
+// Whose CPU time chunk_cpu_seconds counts. The process's covers the BLAS and rmsnorm threads; the calling
+// thread's is the one that stays the task's own when other tasks train in other threads of the process
+// (with one BLAS and rmsnorm thread, both run their work in the calling thread).
+enum class CpuClock { kProcess, kThread };
+
 TaskResult train_interleaved(Task& task, const std::vector<NormKind>& norms, uint64_t seed,
-                             const ProgressFn& progress = nullptr);
+                             const ProgressFn& progress = nullptr, CpuClock cpu_clock = CpuClock::kProcess);
 
 }  // namespace repro
 

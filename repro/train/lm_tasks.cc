@@ -115,6 +115,7 @@ std::unique_ptr<Task> make_gru_task(Scale scale, const CharCorpus& corpus) {
   info.chunk = preset.chunk;
   const int64_t eval_windows = preset.eval_windows;
   info.name = "gru-kjv";
+  info.step_cost = 46;
   info.title = "GRU character LM on the KJV Bible (the paper's RNNSearch GRU)";
   std::ostringstream m;
   m << "embedding " << c.embed << ", 1-layer GRU with " << c.hidden << " units, batch " << c.batch << " x " << c.seq_len
@@ -154,6 +155,7 @@ std::unique_ptr<Task> make_transformer_task(Scale scale, const CharCorpus& corpu
   info.chunk = preset.chunk;
   const int64_t eval_windows = preset.eval_windows;
   info.name = "transformer-kjv";
+  info.step_cost = 36;
   info.title = "Post-norm Transformer character LM on the KJV Bible";
   std::ostringstream m;
   m << c.layers << " layers, " << c.channels << " channels, " << c.heads << " heads, GELU FFN " << 4 * c.channels

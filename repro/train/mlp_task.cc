@@ -115,6 +115,7 @@ std::unique_ptr<Task> make_mlp_task(Scale scale, const FashionMnist& data) {
       break;
   }
   info.name = "mlp-fashion";
+  info.step_cost = 7;
   info.title = "MLP on Fashion-MNIST (stand-in for the paper's CIFAR-10 ConvPool-CNN-C)";
   std::ostringstream m;
   m << c.inputs << "-" << c.hidden << "-" << c.hidden << "-" << c.classes << " MLP, ReLU, batch " << c.batch

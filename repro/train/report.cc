@@ -283,10 +283,12 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
 
   std::ofstream json(dir + "/results.json");
   std::ofstream md(dir + "/report.md");
+  // With several tasks at once, a task's CPU time is its thread's; alone, the process's.
+  const std::string cpu_clock = run.jobs > 1 ? "the task's thread's CPU time" : "process CPU time";
   md << "# RMSNorm reproduction: " << run.mode << " run\n\n"
      << "Command: `" << run.command_line << "`  \n"
      << "Threads: " << run.threads << " (OpenBLAS and rmsnorm, the same for every variant); "
-     << "rmsnorm " << run.library_version << " on " << run.cpu_target << "; " << run.blas << "  \n"
+     << "tasks at a time: " << run.jobs << "; rmsnorm " << run.library_version << " on " << run.cpu_target << "; " << run.blas << "  \n"
      << "Wall time of the whole run: " << number(run.wall_seconds, "%.0f") << " s\n\n"
      << "Every variant of a task trains in this one process, interleaved in chunks of steps (the order rotates "
         "every round), with the same threads, steps, batches and initial weights. *s / 1k steps* is the median "
@@ -295,7 +297,14 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
         "chunk time in the same round (paired, so slow changes in machine load cancel); *vs LN* is the metric "
         "relative to LayerNorm's; *norm s/1k* is the same median for the time inside the normalization calls (forward and "
         "backward) and *norm share* their share of all training time. pRMSNorm's p is the task's (6.25% for the "
-        "language models, 12.5% for the image task, as in the paper).\n\n";
+        "language models, 12.5% for the image task, as in the paper).";
+  if (run.jobs > 1)
+    md << " " << run.jobs << " tasks trained at a time, each in its own thread of the process; "
+       << "a task's variants still take turns in its thread, so they share its load, and the paired ratios "
+          "compare them fairly. The absolute *s / 1k steps* include what the other task costs the shared "
+          "memory and caches, and the tasks' speeds change when one ends and the other runs alone (the "
+          "paired ratios cancel this).";
+  md << "\n\n";
   json << "[\n";
   bool first_json = true;
   for (const std::vector<TaskResult>& seeds : results) {
@@ -310,8 +319,9 @@ bool write_report(const std::string& dir, const RunInfo& run, const std::vector<
     md << "\n- Parameters:";
     for (const VariantResult& v : seeds[0].variants) md << " " << norm_name(v.norm) << " " << v.parameters << ";";
     md << "\n\n```\n" << format_table(info, rows) << "```\n\n"
-       << "Saved vs LayerNorm in process CPU time (paired the same way; with one thread this is the time the "
-          "process computed, whatever other processes did to its wall time):";
+       << "Saved vs LayerNorm in " << cpu_clock
+       << " (paired the same way; with one thread this is the time the task computed, whatever other processes "
+          "did to its wall time):";
     for (const NormSummary& s : rows) md << " " << norm_label(s) << " " << number(100.0 * s.cpu_time_saved_vs_layernorm, "%+.1f%%") << ";";
     md << "\n\n";
     if (!seeds[0].references.empty()) {  // the test translations, to rescore with any tool (sacrebleu)

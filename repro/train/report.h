@@ -14,6 +14,7 @@ struct RunInfo {
   std::string mode;          // "demo", "repro", ...
   std::string command_line;
   int threads = 0;           // OpenBLAS and rmsnorm threads, the same for every variant
+  int jobs = 1;              // tasks trained at once, each in its own thread
   std::string blas;          // OpenBLAS's configuration string
   std::string cpu_target;    // rmsnorm's SIMD target
   std::string library_version;

@@ -51,6 +51,10 @@ struct TaskInfo {
   float partial = 0.0625f;  // pRMSNorm's p for this task
   int64_t steps = 0;        // optimizer steps per variant
   int64_t chunk = 0;        // steps one variant runs before the next takes over
+  // Relative cost of one training step, the same unit for every task (from a demo report's s / 1k steps;
+  // only the order of steps x cost matters much): when several tasks train at once, the longest start
+  // first so the workers end together.
+  double step_cost = 1.0;
   AdamConfig adam;
 };
 

@@ -209,6 +209,7 @@ std::unique_ptr<Task> make_translation_task(Scale scale, const ParallelCorpus& c
   info.steps = scale == Scale::kTiny ? 6 : scale == Scale::kDemo ? 600 : 2000;
   info.chunk = scale == Scale::kTiny ? 2 : 10;
   info.name = "rnnsearch-en-de";
+  info.step_cost = 60;
   info.title = "RNNSearch English-German, character level, on the FreeDict example sentences";
   info.metric = "test BLEU";
   info.secondary_metric = "chrF";
