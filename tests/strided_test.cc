@@ -293,7 +293,7 @@ void ExpectRefused(rmsnorm_status want, const rmsnorm_config_ex& c, const void* 
   EXPECT_EQ(want, rmsnorm_forward_ex(&c, x, nullptr, nullptr, y, nullptr));
   EXPECT_NE(std::string(rmsnorm_last_error()).find(message_part), std::string::npos)
       << "message: " << rmsnorm_last_error() << "\nexpected to contain: " << message_part;
-  EXPECT_EQ(0, std::memcmp(saved.data(), y, y_bytes)) << "a refused call wrote to y";
+  if (y_bytes > 0) EXPECT_EQ(0, std::memcmp(saved.data(), y, y_bytes)) << "a refused call wrote to y";
 }
 
 TEST(Strided, LayoutChecks) {
