@@ -302,8 +302,10 @@ std::string CompareToReferenceBackend(rmsnorm_quant_format format, const std::ve
     const Element g = Dequantize(format, got, got_scale, i), w = Dequantize(format, want, want_scale, i);
     const double tolerance = y_tolerance[size_t(i)];
     const double y = y_ref[size_t(i)];
-    // Dequantized within half a step of the reference's y, give or take the y tolerance.
-    const double bound = HalfStep(format, y / g.scale) * g.scale * (1 + 0x1p-20) + tolerance + std::fabs(y) * 0x1p-22;
+    // Dequantized within half a step of the reference's y, give or take the y tolerance. A zero scale (an
+    // all-zero row) has no steps; 0/0 must not reach HalfStep: ilogb(NaN) is INT_MIN on x86-64, INT_MAX on aarch64.
+    const double half_step = g.scale == 0.0 ? 0.0 : HalfStep(format, y / g.scale) * g.scale;
+    const double bound = half_step * (1 + 0x1p-20) + tolerance + std::fabs(y) * 0x1p-22;
     if (!(std::fabs(g.value - y) <= bound)) {
       s << "element " << i << ": dequantized " << g.value << ", reference y " << y << " (bound " << bound << ")";
       return s.str();
