@@ -447,6 +447,71 @@ TEST(Quantize, Int8F32QuotientAcrossAMidpointIsOneStepOff) {
   std::printf("[ info ] %zu values whose f32 quotient crosses a midpoint\n", crossings);
 }
 
+// The kernels take y / scale as y * (1 / scale) and divide only where that product is near a rounding
+// midpoint. Here are y whose product and f32 quotient round apart (the inputs a reciprocal without that
+// correction gets wrong), with scales whose reciprocal is inexact; every target must round the f32
+// quotient, as the division would.
+TEST(Quantize, ValuesAreTheF32QuotientsNotTheReciprocalProducts) {
+  const auto f32_bits_step = [](float v, int ulps) {
+    uint32_t bits = Bits(v) + uint32_t(ulps);
+    float stepped;
+    std::memcpy(&stepped, &bits, sizeof stepped);
+    return stepped;
+  };
+  // Around every midpoint m of the format, y = m * scale give or take 40 ulps, kept where they differ.
+  const auto apart = [&](const std::vector<double>& midpoints, float scale, auto round) {
+    std::vector<float> y;
+    const float reciprocal = 1.0f / scale;
+    for (double m : midpoints) {
+      const float center = static_cast<float>(m * double(scale));
+      for (int ulps = -40; ulps <= 40; ++ulps) {
+        const float v = f32_bits_step(center, ulps);
+        if (round(v * reciprocal) != round(v / scale)) y.push_back(v);
+      }
+    }
+    return y;
+  };
+  size_t int8_apart = 0, fp8_apart = 0;
+  for (float scale : {1.0f / 127.0f, 0.3f, 1.7e-3f, 3.3e-30f, 2.9e25f, 0.77f}) {
+    // int8, with one value max|y| so that the row's scale is max / 127 = scale's f32 quotient.
+    const float max = 127.0f * scale;
+    const float row_scale = max / 127.0f;
+    std::vector<double> int8_midpoints;
+    for (int k = -127; k <= 126; ++k) int8_midpoints.push_back(k + 0.5);
+    const auto int8_round = [](float t) { return std::nearbyint(std::fmin(std::fmax(t, -127.0f), 127.0f)); };
+    std::vector<float> y = apart(int8_midpoints, row_scale, int8_round);
+    int8_apart += y.size();
+    y.push_back(max);
+    const std::string what = "reciprocal apart, scale " + std::to_string(scale);
+    for (int64_t target : AvailableTargets()) {
+      ScopedTarget scoped(target);
+      const Quantized got = Quantize(Format::kInt8, y, 0.0f, true);
+      ASSERT_EQ(Bits(row_scale), Bits(got.scale)) << what;
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_EQ(int(int8_round(y[i] / row_scale)), got.q(i)) << what << ", " << TargetName(target) << ", y " << y[i];
+    }
+    // fp8 with a static scale: the midpoints between neighbouring E4M3 magnitudes, both signs.
+    std::vector<double> fp8_midpoints;
+    for (int code = 0; code < quant::kE4M3MaxBits; ++code) {
+      const double m = (ref::DecodeE4M3(uint8_t(code)) + ref::DecodeE4M3(uint8_t(code + 1))) / 2;
+      fp8_midpoints.push_back(m);
+      fp8_midpoints.push_back(-m);
+    }
+    const auto fp8_round = [](float t) { return ref::EncodeE4M3(double(t), std::signbit(t)); };
+    const std::vector<float> y8 = apart(fp8_midpoints, scale, fp8_round);
+    fp8_apart += y8.size();
+    for (int64_t target : AvailableTargets()) {
+      ScopedTarget scoped(target);
+      const Quantized got = Quantize(Format::kFp8Static, y8, scale, true);
+      for (size_t i = 0; i < y8.size(); ++i)
+        ASSERT_EQ(fp8_round(y8[i] / scale), got.bytes[i]) << what << ", " << TargetName(target) << ", y " << y8[i];
+    }
+  }
+  EXPECT_GT(int8_apart, 100u);
+  EXPECT_GT(fp8_apart, 100u);
+  std::printf("[ info ] %zu int8 and %zu fp8 values whose reciprocal product rounds apart\n", int8_apart, fp8_apart);
+}
+
 // With scale 1, y / scale is exact: every E4M3 value, every midpoint between neighbours and the f32
 // values either side of it must give the reference's code, which the ties pick by even encoding.
 TEST(Quantize, Fp8EveryValueAndMidpoint) {

@@ -3,11 +3,15 @@
 // The formats are defined in ref/quant_formats.h, and ref/quantize.h is the reference these follow.
 //
 // Every target writes the same bytes: every floating-point operation is one that IEEE rounds correctly
-// (max as an integer compare, y / scale as a true division, never a reciprocal; no fused multiply-add;
-// NearestInt, to nearest even on every target), and a row's last partial vector runs through the same
-// vector code on a zero-padded copy. The reference
-// divides in double; these divide in f32 and round that quotient, so where y / scale lies within f32
-// rounding of a rounding midpoint a value may be one step from the reference's.
+// (max as an integer compare; no fused multiply-add; NearestInt, to nearest even on every target), a
+// value is the rounding of the correctly rounded f32 quotient y / scale, and a row's last partial vector
+// runs through the same vector code on a zero-padded copy. The quotient is taken as y * (1 / scale),
+// which is within three f32 roundings of it, and a vector where that product lies so close to a
+// rounding midpoint of the format that the two could round apart divides instead (see Int8Values and
+// Quotients): a division per element cost more than reading the row. The reference divides in double;
+// these round the f32 quotient, so where y / scale lies within f32 rounding of a rounding midpoint a
+// value may be one step from the reference's.
+
 
 // Per-target include guard, the Highway way.
 #if defined(RMSNORM_SRC_CPU_QUANTIZE_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -18,6 +22,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -69,33 +74,91 @@ HWY_INLINE float FloatFromBits(uint32_t bits) {
   return f;
 }
 
-// The bits of max|y_i| over [0, n) (0 for n = 0). |y|'s bits as integers order as the magnitudes do,
-// with +inf above every finite value and every NaN above +inf, so an integer maximum is exact, needs
-// no order, and reports a NaN anywhere (a float max would drop or keep NaN depending on the target).
+}  // namespace quantize_detail
+
+// The running maximum of |y|'s bits over a row, for the quantizers' scales. |y|'s bits as integers
+// order as the magnitudes do, with +inf above every finite value and every NaN above +inf, so an
+// integer maximum is exact, needs no order, and reports a NaN anywhere (a float max would drop or keep
+// NaN depending on the target).
+class MaxMagnitude {
+ public:
+  HWY_INLINE MaxMagnitude() : bits_(hn::Zero(DI32())) {}  // spelled out: an implicit one lacks the target
+  // The first count lanes of y (a partial vector's others may hold anything, NaN included).
+  HWY_INLINE void Add(VF y, size_t count) {
+    const DF d;
+    const DI32 di;
+    if (HWY_UNLIKELY(count < hn::Lanes(d))) y = hn::IfThenElseZero(hn::FirstN(d, count), y);
+    bits_ = hn::Max(bits_, hn::And(hn::BitCast(di, y), hn::Set(di, 0x7FFFFFFF)));
+  }
+  // max|y| as bits, 0 when nothing was added.
+  HWY_INLINE uint32_t Bits() const { return static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(DI32(), bits_))); }
+
+ private:
+  hn::Vec<DI32> bits_;
+};
+
+namespace quantize_detail {
+
+// The bits of max|y_i| over [0, n) (0 for n = 0).
 HWY_INLINE uint32_t MaxMagnitudeBits(const float* y, size_t n) {
-  const DF d;
-  const DI32 di;
-  const auto magnitude_mask = hn::Set(di, 0x7FFFFFFF);
-  auto max_bits = hn::Zero(di);
-  ForEachVectorOf(n, [&](size_t i, size_t count) {
-    max_bits = hn::Max(max_bits, hn::And(hn::BitCast(di, LoadUpTo(d, y + i, count)), magnitude_mask));
-  });
-  return static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(di, max_bits)));
+  MaxMagnitude max;
+  ForEachVectorOf(n, [&](size_t i, size_t count) { max.Add(LoadUpTo(DF(), y + i, count), count); });
+  return max.Bits();
 }
 
-// q_i = clamp(rne(y_i / scale), -127, 127) for i < n; scale finite and > 0. Clamping before rounding
-// is the same as after: the bounds are integers.
+// y / scale with every lane the correctly rounded f32 quotient, or a value that rounds as it does in
+// the format: a product y * reciprocal (reciprocal = 1 / scale, correctly rounded, and normal) is
+// within 3 * 2^-24 relative of the exact quotient and so within 4 * 2^-24 of the f32 one. Where
+// near_midpoint(product) holds in some lane (the caller's test that a distance that small could cross
+// one of the format's rounding midpoints) the vector divides. With use_reciprocal false it always does.
+template <class NearMidpoint>
+HWY_INLINE VF Quotients(VF y, VF divisor, VF reciprocal, bool use_reciprocal, const NearMidpoint& near_midpoint) {
+  if (HWY_LIKELY(use_reciprocal)) {
+    const VF product = hn::Mul(y, reciprocal);
+    if (HWY_LIKELY(hn::AllFalse(DF(), near_midpoint(product)))) return product;
+  }
+  return hn::Div(y, divisor);
+}
+
+// 1 / scale is normal (and correctly rounded) only for normal scales up to 2^126.
+HWY_INLINE bool ReciprocalIsNormal(float scale) {
+  const float magnitude = std::fabs(scale);
+  return magnitude >= std::numeric_limits<float>::min() && magnitude <= 0x1p126f;
+}
+
+// q_i = clamp(rne(y_i / scale), -127, 127) for i < n; scale finite and > 0. kBounded: the caller
+// knows |y_i| <= 127 * scale give or take f32 rounding (scale = max|y| / 127 in f32), so that a
+// normal scale needs no clamp. Clamping before rounding is the same as after: the bounds are integers.
+// Rounding adds 1.5 * 2^23, whose sum keeps the integer nearest t (ties to even) in its low mantissa
+// bits for |t| < 2^22: the sum less that constant is the rounded value, and its bits less the
+// constant's are the integer.
+template <bool kBounded>
 HWY_INLINE void Int8Values(const float* y, size_t n, float scale, int8_t* q) {
   const DF d;
+  const DI32 di;
   const DI8 d8;
-  const VF divisor = hn::Set(d, scale);
+  const VF divisor = hn::Set(d, scale), reciprocal = hn::Set(d, 1.0f / scale);
+  const bool use_reciprocal = ReciprocalIsNormal(scale);
   const VF upper = hn::Set(d, float(quant::kInt8Max)), lower = hn::Set(d, -float(quant::kInt8Max));
+  const VF round_constant = hn::Set(d, 0x1.8p23f);
+  const auto round_constant_bits = hn::BitCast(di, round_constant);
+  // Within 128, 4 * 2^-24 relative is below 2^-15: a product farther than 2^-13 from every k + 1/2
+  // rounds as the quotient does. t - rne(t) is exact, and at most 1/2 in magnitude.
+  const VF near_half = hn::Set(d, 0.5f - 0x1p-13f);
   ForEachVectorOf(n, [&](size_t i, size_t count) {
-    const VF ratio = hn::Div(LoadUpTo(d, y + i, count), divisor);
-    const VF clamped = hn::Min(hn::Max(ratio, lower), upper);
-    // NearestInt rounds to nearest even on every target. The int32 lanes are within [-127, 127]: the
-    // narrowing (which saturates) is exact.
-    StoreUpTo(d8, hn::DemoteTo(d8, hn::NearestInt(clamped)), q + i, count);
+    const VF v = LoadUpTo(d, y + i, count);
+    VF rounded_plus;  // rne(y_i / scale) + 1.5 * 2^23
+    bool divide = !use_reciprocal;
+    if (HWY_LIKELY(use_reciprocal)) {
+      VF t = hn::Mul(v, reciprocal);
+      if (!kBounded) t = hn::Min(hn::Max(t, lower), upper);
+      rounded_plus = hn::Add(t, round_constant);
+      const VF fraction = hn::Abs(hn::Sub(t, hn::Sub(rounded_plus, round_constant)));
+      divide = !hn::AllFalse(d, hn::Ge(fraction, near_half));
+    }
+    if (HWY_UNLIKELY(divide)) rounded_plus = hn::Add(hn::Min(hn::Max(hn::Div(v, divisor), lower), upper), round_constant);
+    // Within [-127, 127]: the narrowing (which saturates) is exact.
+    StoreUpTo(d8, hn::DemoteTo(d8, hn::Sub(hn::BitCast(di, rounded_plus), round_constant_bits)), q + i, count);
   });
 }
 
@@ -128,14 +191,32 @@ HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q) {
   const DF d;
   const DU32 du;
   const DU8 d8;
-  const VF divisor = hn::Set(d, scale);
+  const VF divisor = hn::Set(d, scale), reciprocal = hn::Set(d, 1.0f / scale);
+  const bool use_reciprocal = ReciprocalIsNormal(scale);
   const auto divisor_bits = hn::BitCast(du, divisor);
+  // Within 4 * 2^-24 relative is within 4 units in the last place of the product's binade. Normal E4M3
+  // values round away the 20 low mantissa bits, whose midpoint is 0x80000: a product within 16 units of
+  // it divides (across a power of two there is no midpoint to cross). Subnormal ones round
+  // magnitude * 2^9 (exact, below 8) to an integer, where the distance is below 2^-19. Beyond 448 both
+  // saturate, and NaN compares false.
+  const auto near_midpoint = [&](VF t) {
+    const VF magnitude = hn::Min(hn::Abs(t), hn::Set(d, quant::kE4M3Max));
+    const auto low_bits = hn::And(hn::BitCast(du, magnitude), hn::Set(du, 0xFFFFFu));
+    // |low_bits - 0x80000| <= 16, unsigned: the difference wraps to a large value below the range
+    const auto normal_near = hn::Lt(hn::Sub(low_bits, hn::Set(du, 0x80000u - 16u)), hn::Set(du, 33u));
+    const VF steps = hn::Mul(magnitude, hn::Set(d, 1.0f / quant::kE4M3SubnormalStep));
+    const VF from_midpoint = hn::Abs(hn::Sub(hn::Abs(hn::Sub(steps, hn::Round(steps))), hn::Set(d, 0.5f)));
+    const auto subnormal_near = hn::Le(from_midpoint, hn::Set(d, 0x1p-13f));
+    const auto subnormal = hn::Lt(magnitude, hn::Set(d, quant::kE4M3MinNormal));
+    return hn::Or(hn::And(subnormal, subnormal_near), hn::AndNot(subnormal, hn::RebindMask(d, normal_near)));
+  };
   ForEachVectorOf(n, [&](size_t i, size_t count) {
     const VF v = LoadUpTo(d, y + i, count);
     const auto sign_bits =
         hn::And(hn::ShiftRight<24>(hn::Xor(hn::BitCast(du, v), divisor_bits)), hn::Set(du, uint32_t{quant::kE4M3SignBit}));
     // The int32 lanes are encodings, within [0, 255]: the narrowing is exact.
-    StoreUpTo(d8, hn::DemoteTo(d8, E4M3Bits(d, hn::Div(v, divisor), sign_bits)), q + i, count);
+    const VF ratio = Quotients(v, divisor, reciprocal, use_reciprocal, near_midpoint);
+    StoreUpTo(d8, hn::DemoteTo(d8, E4M3Bits(d, ratio, sign_bits)), q + i, count);
   });
 }
 
@@ -147,10 +228,10 @@ HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q) {
 // A row with a NaN gets scale NaN and one with an infinity (and no NaN) scale +inf, both with q = 0:
 // such a row has no int8 form, and dequantizing it gives NaN throughout, as the norm's own output
 // does for a row with a NaN. n = 0 writes scale 0 and nothing else.
-inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) {
+// max_bits: MaxMagnitude's Bits() over the row, taken where y was made.
+inline void QuantizeInt8Row(const float* y, int64_t n, uint32_t max_bits, int8_t* q, float* scale) {
   using namespace quantize_detail;
   const size_t count = static_cast<size_t>(n);
-  const uint32_t max_bits = MaxMagnitudeBits(y, count);
   if (max_bits >= kInfinityBits) {
     *scale = max_bits == kInfinityBits ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
     std::fill_n(q, count, int8_t{0});
@@ -162,7 +243,10 @@ inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) 
     std::fill_n(q, count, int8_t{0});
     return;
   }
-  Int8Values(y, count, row_scale, q);
+  Int8Values<true>(y, count, row_scale, q);
+}
+inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) {
+  QuantizeInt8Row(y, n, quantize_detail::MaxMagnitudeBits(y, static_cast<size_t>(n)), q, scale);
 }
 
 // y: (n) f32 -> q: (n) OCP E4M3FN bytes, with y ~ decode(q) * scale; *scale_inout: f32.
@@ -173,26 +257,29 @@ inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) 
 //   any other scale gives what the formula below gives, the same on every target.
 // q = encode(y / scale) (f32 division): to nearest even, finite magnitudes beyond 448 and infinities
 // saturating to +-448 (0x7E / 0xFE), NaN -> 0x7F / 0xFF; the sign bit is sign(y) XOR sign(scale).
-inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint8_t* q, float* scale_inout, bool dynamic) {
+// This form is the dynamic one with max_bits known (MaxMagnitude's Bits() over the row, taken where y
+// was made); the one after it takes either.
+inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint32_t max_bits, uint8_t* q, float* scale) {
   using namespace quantize_detail;
   const size_t count = static_cast<size_t>(n);
-  if (!dynamic) {
-    E4M3Values(y, count, *scale_inout, q);
-    return;
-  }
-  const uint32_t max_bits = MaxMagnitudeBits(y, count);
   if (max_bits >= kInfinityBits) {
-    *scale_inout = max_bits == kInfinityBits ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+    *scale = max_bits == kInfinityBits ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
     std::fill_n(q, count, quant::kE4M3NaNBits);
     return;
   }
   const float row_scale = FloatFromBits(max_bits) / quant::kE4M3Max;
-  *scale_inout = row_scale;
+  *scale = row_scale;
   if (row_scale == 0.0f) {
     std::fill_n(q, count, uint8_t{0});
     return;
   }
   E4M3Values(y, count, row_scale, q);
+}
+inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint8_t* q, float* scale_inout, bool dynamic) {
+  using namespace quantize_detail;
+  const size_t count = static_cast<size_t>(n);
+  if (dynamic) return QuantizeFp8E4M3Row(y, n, MaxMagnitudeBits(y, count), q, scale_inout);
+  E4M3Values(y, count, *scale_inout, q);
 }
 
 // y: (n) f32, n a multiple of 32 (the caller checks: the C ABI refuses other lengths; a remainder
@@ -231,7 +318,7 @@ inline void QuantizeQ8_0Row(const float* y, int64_t n, void* blocks) {
     if (d == 0.0f) {
       std::memset(qs, 0, kBlock);
     } else {
-      Int8Values(block_y, kBlock, d, qs);
+      Int8Values<false>(block_y, kBlock, d, qs);
     }
   }
 }
