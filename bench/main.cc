@@ -8,6 +8,7 @@
 #include "json_report.h"
 #include "layouts.h"
 #include "machine.h"
+#include "quantized.h"
 #include "report.h"
 #include "runner.h"
 #include "targets.h"
@@ -35,12 +36,12 @@ int Main(int argc, char** argv) {
   for (const auto& [rows, cols] : options.shapes) shapes.push_back(Shape{rows, cols});
   for (const Case& c : DefaultCases(machine.hardware_threads, options.threads, !options.quick, shapes))
     if (MatchesFilter(c, options.filter)) cases.push_back(c);
-  const bool strided_only = options.filter == "strided";
+  const bool figure_only = options.filter == "strided" || options.filter == "quantized";
   if (options.list) {
     PrintCaseList(std::cout, cases, machine);
     return 0;
   }
-  if (cases.empty() && !strided_only) {
+  if (cases.empty() && !figure_only) {
     std::cerr << "rmsnorm-bench: no case matches --filter '" << options.filter << "' (see --list)\n";
     return 2;
   }
@@ -70,6 +71,13 @@ int Main(int argc, char** argv) {
                                  ? std::vector<int>{machine.hardware_threads, 1}
                                  : std::vector<int>{machine.hardware_threads},
                              run.policy);
+  // The fused quantized output's figure, likewise ("quantized").
+  std::vector<QuantizedResult> quantized;
+  if (options.filter.empty() || options.filter.find("quantized") != std::string::npos)
+    quantized = RunQuantizedCases(machine.hardware_threads > 1 && !options.quick
+                                      ? std::vector<int>{machine.hardware_threads, 1}
+                                      : std::vector<int>{machine.hardware_threads},
+                                  run.policy);
   run.wall_seconds = NowSeconds() - start;
   run.load_average_end = LoadAverage();
   const std::vector<TargetOutcome> targets = EvaluateTargets(results);
@@ -78,6 +86,7 @@ int Main(int argc, char** argv) {
     PrintReport(std::cout, options.markdown ? ReportFormat::kMarkdown : ReportFormat::kText, machine, run.command,
                 run.load_average_end, results, targets);
   PrintLayoutResults(std::cout, layouts, options.markdown);
+  PrintQuantizedResults(std::cout, quantized, options.markdown);
   std::cout.flush();
 
   if (!options.json_path.empty()) {

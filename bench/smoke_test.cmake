@@ -40,3 +40,15 @@ foreach(i RANGE ${last})
   string(JSON median GET "${text}" cases ${i} time_seconds median)
 endforeach()
 message(STATUS "${case_count} cases, ${target_count} targets, kernels on ${cpu_target}")
+
+# The two figures that run outside the case list: each prints its table.
+foreach(figure strided quantized)
+  execute_process(
+    COMMAND "${BENCH}" --quick --filter ${figure}
+    RESULT_VARIABLE status
+    OUTPUT_VARIABLE report
+    ERROR_VARIABLE progress)
+  if(NOT status EQUAL 0 OR NOT report MATCHES "(PASS|MISS)")
+    message(FATAL_ERROR "rmsnorm-bench --filter ${figure} exited with ${status}\n${progress}\n${report}")
+  endif()
+endforeach()
