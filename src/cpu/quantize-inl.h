@@ -8,7 +8,7 @@
 // runs through the same vector code on a zero-padded copy. The quotient is taken as y * (1 / scale),
 // which is within three f32 roundings of it, and a vector where that product lies so close to a
 // rounding midpoint of the format that the two could round apart divides instead (see Int8Values and
-// Quotients): a division per element cost more than reading the row. The reference divides in double;
+// E4M3Bits): a division per element cost more than reading the row. The reference divides in double;
 // these round the f32 quotient, so where y / scale lies within f32 rounding of a rounding midpoint a
 // value may be one step from the reference's.
 
@@ -76,48 +76,31 @@ HWY_INLINE float FloatFromBits(uint32_t bits) {
 
 }  // namespace quantize_detail
 
-// The running maximum of |y|'s bits over a row, for the quantizers' scales. |y|'s bits as integers
-// order as the magnitudes do, with +inf above every finite value and every NaN above +inf, so an
-// integer maximum is exact, needs no order, and reports a NaN anywhere (a float max would drop or keep
-// NaN depending on the target).
-class MaxMagnitude {
- public:
-  HWY_INLINE MaxMagnitude() : bits_(hn::Zero(DI32())) {}  // spelled out: an implicit one lacks the target
-  // The first count lanes of y (a partial vector's others may hold anything, NaN included).
-  HWY_INLINE void Add(VF y, size_t count) {
-    const DF d;
-    const DI32 di;
-    if (HWY_UNLIKELY(count < hn::Lanes(d))) y = hn::IfThenElseZero(hn::FirstN(d, count), y);
-    bits_ = hn::Max(bits_, hn::And(hn::BitCast(di, y), hn::Set(di, 0x7FFFFFFF)));
-  }
-  // max|y| as bits, 0 when nothing was added.
-  HWY_INLINE uint32_t Bits() const { return static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(DI32(), bits_))); }
+// The running maximum of |y|'s bits over a row, for the quantizers' scales: start from
+// hn::Zero(DI32()), add vectors with AddMagnitudes, read it with MaxOfMagnitudes. |y|'s bits as
+// integers order as the magnitudes do, with +inf above every finite value and every NaN above +inf,
+// so an integer maximum is exact, needs no order, and reports a NaN anywhere (a float max would drop
+// or keep NaN depending on the target). Functions, not a class: SVE vectors cannot be members.
+// The first count lanes of y count (a partial vector's others may hold anything, NaN included).
+HWY_INLINE hn::Vec<DI32> AddMagnitudes(hn::Vec<DI32> max_bits, VF y, size_t count) {
+  const DF d;
+  const DI32 di;
+  if (HWY_UNLIKELY(count < hn::Lanes(d))) y = hn::IfThenElseZero(hn::FirstN(d, count), y);
+  return hn::Max(max_bits, hn::And(hn::BitCast(di, y), hn::Set(di, 0x7FFFFFFF)));
+}
 
- private:
-  hn::Vec<DI32> bits_;
-};
+// max|y| as bits, 0 when nothing was added.
+HWY_INLINE uint32_t MaxOfMagnitudes(hn::Vec<DI32> max_bits) {
+  return static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(DI32(), max_bits)));
+}
 
 namespace quantize_detail {
 
 // The bits of max|y_i| over [0, n) (0 for n = 0).
 HWY_INLINE uint32_t MaxMagnitudeBits(const float* y, size_t n) {
-  MaxMagnitude max;
-  ForEachVectorOf(n, [&](size_t i, size_t count) { max.Add(LoadUpTo(DF(), y + i, count), count); });
-  return max.Bits();
-}
-
-// y / scale with every lane the correctly rounded f32 quotient, or a value that rounds as it does in
-// the format: a product y * reciprocal (reciprocal = 1 / scale, correctly rounded, and normal) is
-// within 3 * 2^-24 relative of the exact quotient and so within 4 * 2^-24 of the f32 one. Where
-// near_midpoint(product) holds in some lane (the caller's test that a distance that small could cross
-// one of the format's rounding midpoints) the vector divides. With use_reciprocal false it always does.
-template <class NearMidpoint>
-HWY_INLINE VF Quotients(VF y, VF divisor, VF reciprocal, bool use_reciprocal, const NearMidpoint& near_midpoint) {
-  if (HWY_LIKELY(use_reciprocal)) {
-    const VF product = hn::Mul(y, reciprocal);
-    if (HWY_LIKELY(hn::AllFalse(DF(), near_midpoint(product)))) return product;
-  }
-  return hn::Div(y, divisor);
+  auto max_bits = hn::Zero(DI32());
+  ForEachVectorOf(n, [&](size_t i, size_t count) { max_bits = AddMagnitudes(max_bits, LoadUpTo(DF(), y + i, count), count); });
+  return MaxOfMagnitudes(max_bits);
 }
 
 // 1 / scale is normal (and correctly rounded) only for normal scales up to 2^126.
@@ -163,8 +146,10 @@ HWY_INLINE void Int8Values(const float* y, size_t n, float scale, int8_t* q) {
 }
 
 // The E4M3 encodings of ratio's lanes, with sign_bits (0 or 0x80 per lane) as their sign bits:
-// nearest even, magnitudes above 448 and infinities saturating to 448, NaN to S.1111.111.
-HWY_INLINE hn::Vec<DI32> E4M3Bits(DF d, VF ratio, hn::Vec<DU32> sign_bits) {
+// nearest even, magnitudes above 448 and infinities saturating to 448, NaN to S.1111.111. With near
+// given, it is set where a value within 4 * 2^-24 relative of ratio could encode otherwise (see
+// E4M3Values).
+HWY_INLINE hn::Vec<DI32> E4M3Bits(DF d, VF ratio, hn::Vec<DU32> sign_bits, hn::Mask<DF>* near = nullptr) {
   const DU32 du;
   const DI32 di;
   const auto is_nan = hn::IsNaN(ratio);
@@ -176,17 +161,34 @@ HWY_INLINE hn::Vec<DI32> E4M3Bits(DF d, VF ratio, hn::Vec<DU32> sign_bits) {
   const auto rebiased = hn::Sub(bits, hn::Set(du, 120u << 23));  // wraps below 2^-6: not selected
   const auto lowest_kept = hn::And(hn::ShiftRight<20>(rebiased), hn::Set(du, 1u));
   const auto normal = hn::ShiftRight<20>(hn::Add(rebiased, hn::Add(hn::Set(du, 0x7FFFFu), lowest_kept)));
-  // Subnormal: the magnitude in steps of 2^-9 (the scaling is exact), rounded; 8 steps is the smallest
-  // normal, whose encoding is 8.
-  const auto steps = hn::NearestInt(hn::Mul(magnitude, hn::Set(d, 1.0f / quant::kE4M3SubnormalStep)));
-  const auto subnormal = hn::BitCast(du, steps);
-  auto code = hn::IfThenElse(hn::RebindMask(du, hn::Lt(magnitude, hn::Set(d, quant::kE4M3MinNormal))), subnormal, normal);
+  // Subnormal (steps of 2^-9): adding 2^14, where f32's unit is 2^-9, rounds the magnitude to a step,
+  // nearest even, and leaves the count of steps in the sum's low bits. 8 steps is the smallest normal,
+  // whose encoding is 8.
+  const VF two_to_14 = hn::Set(d, 0x1p14f);
+  const VF steps_plus = hn::Add(magnitude, two_to_14);
+  const auto subnormal = hn::Sub(hn::BitCast(du, steps_plus), hn::BitCast(du, two_to_14));
+  const auto is_subnormal = hn::Lt(magnitude, hn::Set(d, quant::kE4M3MinNormal));
+  auto code = hn::IfThenElse(hn::RebindMask(du, is_subnormal), subnormal, normal);
   code = hn::IfThenElse(hn::RebindMask(du, is_nan), hn::Set(du, uint32_t{quant::kE4M3NaNBits}), code);
+  if (near != nullptr) {
+    // 4 * 2^-24 relative is 4 units in the last place of the magnitude's binade: normal values round
+    // away the 20 low mantissa bits, whose midpoint is 0x80000, so within 16 units of it is near (across
+    // a power of two there is no midpoint to cross). A subnormal one is near where it is within 2^-20 of
+    // half a step from the step it rounds to (the distance is below 2^-28; both differences are exact).
+    const auto low_bits = hn::And(bits, hn::Set(du, 0xFFFFFu));
+    // |low_bits - 0x80000| <= 16, unsigned: below the range the difference wraps to a large value
+    const auto normal_near = hn::Lt(hn::Sub(low_bits, hn::Set(du, 0x80000u - 16u)), hn::Set(du, 33u));
+    const VF from_step = hn::Abs(hn::Sub(magnitude, hn::Sub(steps_plus, two_to_14)));
+    const auto subnormal_near = hn::Ge(from_step, hn::Set(d, 0x1p-10f - 0x1p-20f));
+    *near = hn::Or(hn::And(is_subnormal, subnormal_near), hn::AndNot(is_subnormal, hn::RebindMask(d, normal_near)));
+  }
   return hn::BitCast(di, hn::Or(code, sign_bits));
 }
 
 // q_i = encode(y_i / scale) for i < n, any scale; the sign bit is sign(y_i) XOR sign(scale), the
 // quotient's sign where it is not NaN, and for NaN quotients a sign that does not depend on the CPU.
+// The product y * (1 / scale) encodes as the quotient except near a midpoint (see E4M3Bits), beyond
+// 448 both saturate, and it is NaN exactly where the quotient is (y NaN: 1 / scale is finite).
 HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q) {
   const DF d;
   const DU32 du;
@@ -194,29 +196,20 @@ HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q) {
   const VF divisor = hn::Set(d, scale), reciprocal = hn::Set(d, 1.0f / scale);
   const bool use_reciprocal = ReciprocalIsNormal(scale);
   const auto divisor_bits = hn::BitCast(du, divisor);
-  // Within 4 * 2^-24 relative is within 4 units in the last place of the product's binade. Normal E4M3
-  // values round away the 20 low mantissa bits, whose midpoint is 0x80000: a product within 16 units of
-  // it divides (across a power of two there is no midpoint to cross). Subnormal ones round
-  // magnitude * 2^9 (exact, below 8) to an integer, where the distance is below 2^-19. Beyond 448 both
-  // saturate, and NaN compares false.
-  const auto near_midpoint = [&](VF t) {
-    const VF magnitude = hn::Min(hn::Abs(t), hn::Set(d, quant::kE4M3Max));
-    const auto low_bits = hn::And(hn::BitCast(du, magnitude), hn::Set(du, 0xFFFFFu));
-    // |low_bits - 0x80000| <= 16, unsigned: the difference wraps to a large value below the range
-    const auto normal_near = hn::Lt(hn::Sub(low_bits, hn::Set(du, 0x80000u - 16u)), hn::Set(du, 33u));
-    const VF steps = hn::Mul(magnitude, hn::Set(d, 1.0f / quant::kE4M3SubnormalStep));
-    const VF from_midpoint = hn::Abs(hn::Sub(hn::Abs(hn::Sub(steps, hn::Round(steps))), hn::Set(d, 0.5f)));
-    const auto subnormal_near = hn::Le(from_midpoint, hn::Set(d, 0x1p-13f));
-    const auto subnormal = hn::Lt(magnitude, hn::Set(d, quant::kE4M3MinNormal));
-    return hn::Or(hn::And(subnormal, subnormal_near), hn::AndNot(subnormal, hn::RebindMask(d, normal_near)));
-  };
   ForEachVectorOf(n, [&](size_t i, size_t count) {
     const VF v = LoadUpTo(d, y + i, count);
     const auto sign_bits =
         hn::And(hn::ShiftRight<24>(hn::Xor(hn::BitCast(du, v), divisor_bits)), hn::Set(du, uint32_t{quant::kE4M3SignBit}));
+    hn::Vec<DI32> codes;
+    bool divide = !use_reciprocal;
+    if (HWY_LIKELY(use_reciprocal)) {
+      hn::Mask<DF> near;
+      codes = E4M3Bits(d, hn::Mul(v, reciprocal), sign_bits, &near);
+      divide = !hn::AllFalse(d, near);
+    }
+    if (HWY_UNLIKELY(divide)) codes = E4M3Bits(d, hn::Div(v, divisor), sign_bits);
     // The int32 lanes are encodings, within [0, 255]: the narrowing is exact.
-    const VF ratio = Quotients(v, divisor, reciprocal, use_reciprocal, near_midpoint);
-    StoreUpTo(d8, hn::DemoteTo(d8, E4M3Bits(d, ratio, sign_bits)), q + i, count);
+    StoreUpTo(d8, hn::DemoteTo(d8, codes), q + i, count);
   });
 }
 
@@ -228,7 +221,7 @@ HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q) {
 // A row with a NaN gets scale NaN and one with an infinity (and no NaN) scale +inf, both with q = 0:
 // such a row has no int8 form, and dequantizing it gives NaN throughout, as the norm's own output
 // does for a row with a NaN. n = 0 writes scale 0 and nothing else.
-// max_bits: MaxMagnitude's Bits() over the row, taken where y was made.
+// max_bits: MaxMagnitudeBits over the row, taken where y was made.
 inline void QuantizeInt8Row(const float* y, int64_t n, uint32_t max_bits, int8_t* q, float* scale) {
   using namespace quantize_detail;
   const size_t count = static_cast<size_t>(n);
@@ -257,7 +250,7 @@ inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) 
 //   any other scale gives what the formula below gives, the same on every target.
 // q = encode(y / scale) (f32 division): to nearest even, finite magnitudes beyond 448 and infinities
 // saturating to +-448 (0x7E / 0xFE), NaN -> 0x7F / 0xFF; the sign bit is sign(y) XOR sign(scale).
-// This form is the dynamic one with max_bits known (MaxMagnitude's Bits() over the row, taken where y
+// This form is the dynamic one with max_bits known (MaxMagnitudeBits over the row, taken where y
 // was made); the one after it takes either.
 inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint32_t max_bits, uint8_t* q, float* scale) {
   using namespace quantize_detail;

@@ -194,11 +194,13 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
     const T* in = input_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
-    MaxMagnitude max;  // of y's chunk, for the row's scale
+    auto max = hn::Zero(DI32());  // |y|'s bits over the chunk, for the row's scale (AddMagnitudes)
     if (s.rare || this->TailOverflows(in, c0, c1, s.rstd)) {
       const double rstd = s.rare ? s.rare_rstd : RmsInverseRootDouble(input_.Row(row), p_);
       RareForwardRow(in, y + c0, c1 - c0, 0.0, rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
-      ForEachVector(DF(), size_t(c1 - c0), [&](size_t i, size_t count) { max.Add(Load(DF(), y + c0 + i, count), count); });
+      ForEachVector(DF(), size_t(c1 - c0), [&](size_t i, size_t count) {
+        max = AddMagnitudes(max, Load(DF(), y + c0 + i, count), count);
+      });
     } else {
       const DF d;
       const VF rstd = hn::Set(d, s.rstd);
@@ -208,12 +210,12 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
       ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
         PrefetchNextRow(hints, i);
         const VF y_i = ScaleShift<kWeight, kBias>(d, hn::Mul(Load(d, in + i, count), rstd), w, b, i, count);
-        max.Add(y_i, count);
+        max = AddMagnitudes(max, y_i, count);
         Store(d, y_i, y + c0 + i, count);
       });
     }
     uint32_t& max_bits = row_max_bits_[block];
-    max_bits = c0 == 0 ? max.Bits() : std::max(max_bits, max.Bits());
+    max_bits = c0 == 0 ? MaxOfMagnitudes(max) : std::max(max_bits, MaxOfMagnitudes(max));
     if (c1 == p_.cols) Quantize(row, y, max_bits);
   }
 
