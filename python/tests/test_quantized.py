@@ -495,3 +495,21 @@ def test_the_e4m3_encoder_here_rounds_as_ml_dtypes():
     want = v.astype(ml_dtypes.float8_e4m3fn).view(np.uint8)
     np.testing.assert_array_equal(got, want)
     assert encode_e4m3(np.array([500.0, 1e9]), np.array([False, True])).tolist() == [0x7E, 0xFE]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("op", ["rms_norm_quantized", "add_rms_norm_quantized"])
+def test_opcheck(op, fmt):
+    # Schema, fake implementation (shapes, dtypes) and AOT dispatch, as torch checks custom ops; the
+    # meta device gives the shapes too.
+    code = rmsnorm._numpy.QUANT_FORMATS[fmt]
+    scale = torch.tensor([STATIC_SCALE]) if fmt == "fp8_e4m3_static" else None
+    x = torch.randn(3, 64, dtype=torch.bfloat16)
+    inputs = (x,) if op == "rms_norm_quantized" else (x, torch.randn(3, 64, dtype=torch.bfloat16))
+    torch.library.opcheck(getattr(torch.ops.rmsnorm, op).default,
+                          (*inputs, torch.rand(64) + 0.5, None, 1e-6, 0.5, 0.0, code, scale))
+    with torch.no_grad():
+        q, scales = rt.rms_norm_quantized(torch.empty(2, 3, 64, device="meta"), 64, format=fmt,
+                                          scale=None if scale is None else STATIC_SCALE)
+    assert q.device.type == "meta" and q.dtype == Q_DTYPES[fmt]
+    assert q.shape == ((2, 3, 68) if fmt == "q8_0" else (2, 3, 64))
