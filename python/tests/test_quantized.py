@@ -513,3 +513,22 @@ def test_opcheck(op, fmt):
                                           scale=None if scale is None else STATIC_SCALE)
     assert q.device.type == "meta" and q.dtype == Q_DTYPES[fmt]
     assert q.shape == ((2, 3, 68) if fmt == "q8_0" else (2, 3, 64))
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_rows_and_one_row(fmt):
+    scale = STATIC_SCALE if fmt == "fp8_e4m3_static" else None
+    width = 68 if fmt == "q8_0" else 64
+    q, scales = rmsnorm.rms_norm_quantized(np.zeros((0, 64), np.float32), format=fmt, scale=scale)
+    assert q.shape == (0, width) and (scales is None or scales is scale or scales.shape == (0,))
+    with torch.no_grad():
+        q, scales = rt.rms_norm_quantized(torch.zeros(0, 64), 64, format=fmt, scale=scale)
+    assert q.shape == (0, width) and (scales is None or scales is scale or scales.shape == (0,))
+    # A 1-D x is one row: q (n) or (n // 32 * 34), a 0-d scale
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    q, scales = rmsnorm.rms_norm_quantized(x, format=fmt, scale=scale)
+    want_q, want_scales = rmsnorm.rms_norm_quantized(x[None], format=fmt, scale=scale)
+    assert q.shape == (width,)
+    np.testing.assert_array_equal(q, want_q[0])
+    if fmt in ("int8", "fp8_e4m3"):
+        assert scales.shape == () and scales == want_scales[0]

@@ -528,7 +528,7 @@ def rms_quantized(x: Tensor, residual: Optional[Tensor], cols: int, weight, bias
                 layouts[i] = _layout.layout(tuple(t.shape), t.stride(), inner_rows)
     w, b = _as_f32(weight), _as_f32(bias)
     q, scales = _quant_outputs(rows, cols, format, x.device)
-    scales_arg = scales if scales.numel() else scale
+    scales_arg = scales if _C.QUANT_FORMATS[format][3] == "per_row" else scale  # static: read; q8_0: None
     follow_torch_threads()
     code = _CODES[x.dtype]
     if residual is None:
