@@ -464,6 +464,15 @@ def _quant_args(fn, format, scale):
     return code, info[3], torch.tensor([float(scale)], dtype=torch.float32)
 
 
+def _refuse_grad(fn, *tensors):
+    # As _refuse_autograd, without its pointer to an out-of-place form: there is no differentiable one.
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise RuntimeError(
+            f"{fn} does not support automatic differentiation (inference only), but an argument requires grad. "
+            f"Call it under torch.no_grad() or torch.inference_mode()"
+        )
+
+
 def _quant_results(input, dims, q, scales, kind, scale, format):
     """q and scales shaped for an input whose last `dims` dimensions were normalized."""
     lead = tuple(input.shape[:input.dim() - dims])
@@ -507,7 +516,7 @@ def rms_norm_quantized(
     partial = check_partial(fn, partial)
     weight_offset = check_offset(fn, weight_offset)
     code, kind, scale_arg = _quant_args(fn, format, scale)
-    _refuse_autograd(fn, "a quantized output", input, w, b)
+    _refuse_grad(fn, input, w, b)
     if len(shape) == 1 and _eager_cols(input, shape, w, b):
         q, s, _ = _ops.rms_quantized(input, None, cols, w, b, eps, partial, weight_offset, code, scale_arg)
     else:
@@ -537,7 +546,7 @@ def add_rms_norm_quantized(
     cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
                                                              partial, weight_offset, bias)
     code, kind, scale_arg = _quant_args(fn, format, scale)
-    _refuse_autograd(fn, "a quantized output", input, residual, w, b)
+    _refuse_grad(fn, input, residual, w, b)
     dims = (weight.dim() if isinstance(weight, Tensor) and weight.dim() > 0 else 1) if normalized_shape is None else len(
         normalized_shape_tuple(fn, normalized_shape))
     if _eager_add_cols(input, residual, w, b, (cols,)):
