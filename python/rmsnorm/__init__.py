@@ -6,7 +6,7 @@ NumPy functions live here; the PyTorch drop-in (modules, functionals, autograd, 
     >>> import numpy as np, rmsnorm
     >>> y = rmsnorm.rms_norm(np.ones((2, 8), np.float32), eps=0.0)
 """
-from ._numpy import l2_norm, layer_norm, rms_norm
+from ._numpy import l2_norm, layer_norm, rms_norm, rms_norm_quantized
 from ._runtime import (
     __version__,
     cpu_target,
@@ -28,6 +28,7 @@ __all__ = [
     "layer_norm",
     "partial_size",
     "rms_norm",
+    "rms_norm_quantized",
     "set_backend",
     "set_cpu_target",
     "set_num_threads",

@@ -67,3 +67,19 @@ def plan(x_shape, x_strides, y_shape, y_strides):
 def strides_argument(x_layout, y_layout, residual_layout=(0, 0), residual_out_layout=(0, 0)):
     """The _ex bindings' strides: (outer, inner) of x, residual, y, residual_out, dy, dx (0 = packed)."""
     return (*x_layout, *residual_layout, *y_layout, *residual_out_layout, 0, 0, 0, 0)
+
+
+def plan_reads(inputs):
+    """For a call that reads the row tensors `inputs` ((shape, strides) each; strides None when not
+    whole elements) and writes only packed outputs, which suit any row split: (inner_rows, layouts),
+    the split that reads the most inputs in place, with layouts[i] None where input i must be copied
+    (made contiguous) first."""
+    best = None
+    for inner_rows in dict.fromkeys(inner_rows_of(shape, strides) for shape, strides in inputs if strides):
+        layouts = [None if strides is None else layout(shape, strides, inner_rows) for shape, strides in inputs]
+        placed = sum(p is not None for p in layouts)
+        if best is None or placed > best[0]:
+            best = (placed, inner_rows, layouts)
+    if best is None:
+        return 1, [None] * len(inputs)
+    return best[1], best[2]

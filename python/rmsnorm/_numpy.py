@@ -4,6 +4,8 @@ x may be float32, float16, or bfloat16 as NumPy holds it through ml_dtypes; the 
 weight and bias may be any of those dtypes or float64 and are used as float32, which is what the kernels
 take (the statistics and the arithmetic are f32 or wider whatever the storage).
 """
+import numbers
+
 import numpy as np
 
 from . import _C, _layout
@@ -164,3 +166,113 @@ def l2_norm(x, weight=None, eps=1e-12, *, bias=None, out=None):
     y = _output(fn, out, x, (("weight", weight), ("bias", bias)))
     _forward(fn, "l2_forward", x.size // cols, cols, code, (eps, 1.0, 0.0), x, weight, bias, y, (None,))
     return y
+
+
+# ---- Quantized outputs ---------------------------------------------------------------------------
+
+# The formats by the names the Python functions take (NumPy and torch alike), as C codes from the
+# registry's list (rmsnorm._C.QUANT_FORMATS: code -> (C name, unit_bytes, unit_cols, scales kind)).
+_C_NAMES = {"int8": "RMSNORM_QUANT_INT8_ROW", "fp8_e4m3": "RMSNORM_QUANT_FP8_E4M3_ROW",
+            "fp8_e4m3_static": "RMSNORM_QUANT_FP8_E4M3_STATIC", "q8_0": "RMSNORM_QUANT_Q8_0"}
+_BY_C_NAME = {info[0]: code for code, info in _C.QUANT_FORMATS.items()}
+QUANT_FORMATS = {name: _BY_C_NAME[c_name] for name, c_name in _C_NAMES.items()}
+
+
+def quant_format(fn, format, scale):
+    """The format's C code and its _C.QUANT_FORMATS entry (C name, unit_bytes, unit_cols, scales kind),
+    with scale checked to be given exactly for the static format (its value is checked later: the
+    library refuses one that is not finite and > 0)."""
+    if not isinstance(format, str):
+        raise TypeError(f"{fn}: format must be a str, got {type(format).__name__}")
+    code = QUANT_FORMATS.get(format)
+    if code is None:
+        raise ValueError(f"{fn}: format must be one of {', '.join(map(repr, QUANT_FORMATS))}, got {format!r}")
+    info = _C.QUANT_FORMATS[code]
+    if info[3] == "static":
+        if scale is None:
+            raise ValueError(f"{fn}: format {format!r} needs scale=, the per-tensor scale of q = e4m3(y / scale)")
+    elif scale is not None:
+        raise ValueError(f"{fn}: scale is only for format 'fp8_e4m3_static'; {format!r} computes its own scales")
+    return code, info
+
+
+def _static_scale(fn, scale):
+    if isinstance(scale, np.ndarray) and scale.size == 1 and scale.dtype.kind == "f":
+        value = scale.reshape(()).item()
+    elif isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"{fn}: scale must be a real number, got {type(scale).__name__}")
+    else:
+        value = float(scale)
+    with np.errstate(over="ignore"):
+        return np.array([value], np.float32)  # beyond the f32 range: inf, which the library refuses
+
+
+def rms_norm_quantized(x, weight=None, eps=1e-6, partial=1.0, *, format="int8", scale=None, residual=None,
+                       bias=None, weight_offset=0.0):
+    """RMSNorm (or pRMSNorm) over the last axis with the result quantized, in one pass: returns
+    (q, scales), or (q, scales, h) with residual, where h = x + residual rounded to x's dtype (the fused
+    add of a pre-norm block) is what is normalized and q quantizes the f32 y before any rounding.
+
+    format, with q's dtype and shape for x of shape (*, n), and scales:
+      "int8"             q int8 (*, n), scales float32 (*): max|y| / 127 per row, q = rint(y / scale)
+      "fp8_e4m3"         q uint8 (*, n) holding OCP float8_e4m3fn bits (saturating at +-448), scales
+                         float32 (*): max|y| / 448 per row. With ml_dtypes, q.view(ml_dtypes.float8_e4m3fn)
+      "fp8_e4m3_static"  as fp8_e4m3 with the caller's per-tensor scale (a finite float > 0, required),
+                         q = e4m3(y / scale); scales is the scale argument as given
+      "q8_0"             q uint8 (*, n // 32 * 34): ggml's block_q8_0 bytes (f16 d, then 32 int8), as
+                         gguf-py's quantize writes them; n must be a multiple of 32; scales is None
+    y = q * scales[..., None] within half a step. The other arguments are rms_norm's; residual has x's
+    shape and dtype. x and residual are read in place when their rows are evenly spaced (a slice, or
+    heads inside a QKV buffer), else copied first.
+    """
+    fn = "rmsnorm.rms_norm_quantized"
+    x, code, cols, weight, bias = _operands(fn, x, weight, bias)
+    eps, partial, weight_offset = check_eps(fn, eps), check_partial(fn, partial), check_offset(fn, weight_offset)
+    format_code, (_, unit_bytes, unit_cols, scales_kind) = quant_format(fn, format, scale)
+    if residual is not None:
+        if not isinstance(residual, np.ndarray):
+            raise TypeError(f"{fn}: residual must be a numpy.ndarray or None, got {type(residual).__name__}")
+        if residual.dtype != x.dtype or residual.shape != x.shape:
+            raise ValueError(f"{fn}: residual must have x's shape {x.shape} and dtype {x.dtype}, got "
+                             f"{residual.shape} {residual.dtype}")
+    lead, rows = x.shape[:-1], x.size // cols
+    q_dtype = np.int8 if format == "int8" else np.uint8
+    q = np.empty(lead + ((cols // unit_cols) * unit_bytes,), q_dtype)
+    if scales_kind == "per_row":
+        scales = np.empty(lead, np.float32)
+        scales_arg = scales
+    elif scales_kind == "static":
+        scales, scales_arg = scale, _static_scale(fn, scale)
+    else:
+        scales = scales_arg = None
+    h = None if residual is None else np.empty(x.shape, x.dtype)
+    scalars = (eps, partial, weight_offset)
+    inputs = (x,) if residual is None else (x, residual)
+    if all(a.flags.c_contiguous for a in inputs):
+        # Packed rows: buffers, whose sizes the binding checks.
+        if residual is None:
+            _C.rms_forward_quantized(rows, cols, code, *scalars, 0, (0,) * 12, format_code, x, weight, bias, q,
+                                     scales_arg, None)
+        else:
+            _C.rms_add_forward_quantized(rows, cols, code, *scalars, 0, (0,) * 12, format_code, x, residual, weight,
+                                         bias, q, scales_arg, h, None)
+    else:
+        # Strided rows: addresses, with one row split (inner_rows) for every tensor. The outputs are
+        # packed, so any split of the rows suits them; an input whose rows fit no common split is copied.
+        inner_rows, layouts = _layout.plan_reads([(a.shape, _element_strides(a)) for a in inputs])
+        inputs = list(inputs)
+        for i, a in enumerate(inputs):
+            if layouts[i] is None:
+                inputs[i] = a = np.ascontiguousarray(a)
+                layouts[i] = _layout.layout(a.shape, _element_strides(a), inner_rows)
+        packed = (0, 0)
+        if residual is None:
+            strides = _layout.strides_argument(layouts[0], packed)
+            _C.rms_forward_quantized(rows, cols, code, *scalars, inner_rows, strides, format_code, _address(inputs[0]),
+                                     weight, bias, _address(q), scales_arg, None)
+        else:
+            strides = _layout.strides_argument(layouts[0], packed, layouts[1], packed)
+            _C.rms_add_forward_quantized(rows, cols, code, *scalars, inner_rows, strides, format_code,
+                                         _address(inputs[0]), _address(inputs[1]), weight, bias, _address(q),
+                                         scales_arg, _address(h), None)
+    return (q, scales) if residual is None else (q, scales, h)

@@ -17,6 +17,7 @@
 #include <array>
 #include <cctype>
 #include <cstdint>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -189,6 +190,66 @@ void DefineOpEx(nb::module_& m, std::index_sequence<I...>) {
       nb::arg("inner_rows"), nb::arg("strides"), nb::arg(reg::Info(op.tensors[I].tensor).name).none()...);
 }
 
+// An address that converts to the pointer type of the C parameter it is passed to.
+struct AnyPointer {
+  void* address;
+  template <class T>
+  operator T*() const {
+    return static_cast<T*>(address);
+  }
+};
+
+// The quantized forwards (rmsnorm_forward_quantized, rmsnorm_add_forward_quantized), as
+// rmsnorm._C.rms_forward_quantized and rms_add_forward_quantized: the _ex arguments (q takes y's strides,
+// in q's own elements), then the format code, then the tensors in the C order of registry::kQuantOps.
+// A buffer for q must hold rows * (cols / unit_cols) elements of the format's unit_bytes; for scales,
+// rows f32 (per-row formats), one f32 (a static scale, read) or nothing (q8_0: None). An unknown format
+// code sizes q as bytes and leaves the refusal, and its message, to the library; so does a cols that is
+// not a multiple of unit_cols.
+template <size_t kQuantOp, size_t... I>
+void DefineQuantOp(nb::module_& m, const char* name, std::index_sequence<I...>) {
+  m.def(
+      name,
+      [](int64_t rows, int64_t cols, int dtype, float eps, float partial, float weight_offset, int64_t inner_rows,
+         const std::array<int64_t, 12>& strides, int format, Handle<I>... tensors) {
+        constexpr const reg::QuantOpInfo& info = reg::kQuantOps[kQuantOp];
+        rmsnorm_config_ex c = rmsnorm_config_ex_init(rows, cols);
+        c.base = make_config(rows, cols, dtype, eps, partial, weight_offset);
+        c.inner_rows = inner_rows;
+        rmsnorm_row_strides* const layouts[] = {&c.x, &c.residual, &c.y, &c.residual_out, &c.dy, &c.dx};
+        for (size_t t = 0; t < 6; ++t) *layouts[t] = rmsnorm_row_strides{strides[2 * t], strides[2 * t + 1]};
+        const reg::QuantFormatInfo* f = reg::FindQuantFormat(format);
+        const auto operand = [&](reg::TensorUse use, nb::handle h) {
+          const char* tensor_name = reg::Info(use.tensor).name;
+          if (use.tensor == reg::kQ) {
+            const int64_t unit_cols = f ? f->unit_cols : 1, unit_bytes = f ? int64_t(f->unit_bytes) : 1;
+            int64_t count;  // -1, which no buffer matches, for a negative or overflowing size
+            if (rows < 0 || cols < 0 || __builtin_mul_overflow(rows, cols / unit_cols, &count)) count = -1;
+            return std::make_unique<Operand>(tensor_name, h, count, unit_bytes, true);
+          }
+          if (use.tensor == reg::kScales) {
+            const bool per_row = f && f->scales == reg::QuantScales::kPerRow;
+            const int64_t count = per_row ? rows : (f && f->scales == reg::QuantScales::kStatic ? 1 : 0);
+            return std::make_unique<Operand>(tensor_name, h, count, int64_t(sizeof(float)), per_row);
+          }
+          const TensorSize size(c.base, use.tensor);
+          return std::make_unique<Operand>(tensor_name, h, size.count, size.elem_bytes, reg::IsOutput(use.role));
+        };
+        const nb::handle handles[] = {tensors...};
+        const std::unique_ptr<Operand> operands[] = {operand(info.tensors[I], handles[I])...};
+        const auto code = static_cast<rmsnorm_quant_format>(format);
+        run(c.base, [&] {
+          if constexpr (kQuantOp == 0)
+            return rmsnorm_forward_quantized(&c, code, AnyPointer{operands[I]->template as<void>()}...);
+          else
+            return rmsnorm_add_forward_quantized(&c, code, AnyPointer{operands[I]->template as<void>()}...);
+        });
+      },
+      nb::arg("rows"), nb::arg("cols"), nb::arg("dtype"), nb::arg("eps"), nb::arg("partial"), nb::arg("weight_offset"),
+      nb::arg("inner_rows"), nb::arg("strides"), nb::arg("format"),
+      nb::arg(reg::Info(reg::kQuantOps[kQuantOp].tensors[I].tensor).name).none()...);
+}
+
 template <size_t... kOp>
 void DefineOps(nb::module_& m, std::index_sequence<kOp...>) {
   (DefineOp<kOp>(m, std::make_index_sequence<reg::kOps[kOp].num_tensors>()), ...);
@@ -216,6 +277,19 @@ NB_MODULE(_C, m) {
   m.attr("DTYPES") = dtypes;
 
   DefineOps(m, std::make_index_sequence<std::size(reg::kOps)>());
+  DefineQuantOp<0>(m, "rms_forward_quantized", std::make_index_sequence<reg::kQuantOps[0].num_tensors>());
+  DefineQuantOp<1>(m, "rms_add_forward_quantized", std::make_index_sequence<reg::kQuantOps[1].num_tensors>());
+
+  // The quantized output formats: {code: (name, unit_bytes, unit_cols, scales)} with scales one of
+  // "per_row" (written), "static" (one read) and "in_blocks" (none).
+  nb::dict quant_formats;
+  for (const reg::QuantFormatInfo& f : reg::kQuantFormats) {
+    const char* scales = f.scales == reg::QuantScales::kPerRow   ? "per_row"
+                         : f.scales == reg::QuantScales::kStatic ? "static"
+                                                                 : "in_blocks";
+    quant_formats[nb::int_(int(f.code))] = nb::make_tuple(f.name, f.unit_bytes, f.unit_cols, scales);
+  }
+  m.attr("QUANT_FORMATS") = quant_formats;
 
   m.def(
       "partial_size",

@@ -489,3 +489,84 @@ class EagerAddRmsNorm(torch.autograd.Function):
         if _grad_enabled():
             return _eager_add_rms_backward_once(ctx, dy, dh)
         return _eager_add_rms_backward(ctx, dy, dh)
+
+
+# ---- Quantized outputs (inference only: no autograd) --------------------------------------------
+
+# q's dtype by the format's C code (rmsnorm._C.QUANT_FORMATS): int8, fp8 as torch's float8_e4m3fn
+# (the same OCP E4M3FN bits), q8_0's ggml blocks as bytes.
+_QUANT_DTYPES = {code: {"RMSNORM_QUANT_INT8_ROW": torch.int8, "RMSNORM_QUANT_Q8_0": torch.uint8}.get(
+    name, torch.float8_e4m3fn) for code, (name, _, _, _) in _C.QUANT_FORMATS.items()}
+
+
+def quant_width(cols, format: int):
+    """Elements of q a row: cols, or the bytes of cols // 32 q8_0 blocks."""
+    _, unit_bytes, unit_cols, _ = _C.QUANT_FORMATS[format]
+    return cols // unit_cols * unit_bytes
+
+
+def _quant_outputs(rows: int, cols: int, format: int, device):
+    q = torch.empty((rows, quant_width(cols, format)), dtype=_QUANT_DTYPES[format], device=device)
+    per_row = _C.QUANT_FORMATS[format][3] == "per_row"
+    return q, torch.empty((rows if per_row else 0,), dtype=_F32, device=device)
+
+
+def rms_quantized(x: Tensor, residual: Optional[Tensor], cols: int, weight, bias, eps: float, partial: float,
+                  weight_offset: float, format: int, scale: Optional[Tensor]):
+    """RMSNorm of x (or of h = x + residual) quantized: q (rows, quant_width), scales (rows) for a per-row
+    format else (0,), and h (x's shape and dtype) or None. x and residual may be strided: read in place
+    where their rows are evenly spaced, else copied once. scale: the static format's (1) f32 tensor."""
+    rows = x.numel() // cols
+    inputs = [x] if residual is None else [x, residual]
+    if all(t.is_contiguous() for t in inputs):
+        inner_rows, layouts = 0, [(0, 0)] * len(inputs)
+    else:
+        inner_rows, layouts = _layout.plan_reads([(tuple(t.shape), t.stride()) for t in inputs])
+        for i, t in enumerate(inputs):
+            if layouts[i] is None:
+                inputs[i] = t = t.contiguous()
+                layouts[i] = _layout.layout(tuple(t.shape), t.stride(), inner_rows)
+    w, b = _as_f32(weight), _as_f32(bias)
+    q, scales = _quant_outputs(rows, cols, format, x.device)
+    scales_arg = scales if _C.QUANT_FORMATS[format][3] == "per_row" else scale  # static: read; q8_0: None
+    follow_torch_threads()
+    code = _CODES[x.dtype]
+    if residual is None:
+        strides = _layout.strides_argument(layouts[0], (0, 0))
+        _C.rms_forward_quantized(rows, cols, code, eps, partial, weight_offset, inner_rows, strides, format,
+                                 inputs[0].data_ptr(), _address(w), _address(b), q.data_ptr(), _address(scales_arg),
+                                 None)
+        return q, scales, None
+    h = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    strides = _layout.strides_argument(layouts[0], (0, 0), layouts[1], (0, 0))
+    _C.rms_add_forward_quantized(rows, cols, code, eps, partial, weight_offset, inner_rows, strides, format,
+                                 inputs[0].data_ptr(), inputs[1].data_ptr(), _address(w), _address(b), q.data_ptr(),
+                                 _address(scales_arg), h.data_ptr(), None)
+    return q, scales, h
+
+
+@torch.library.custom_op("rmsnorm::rms_norm_quantized", mutates_args=(), device_types="cpu")
+def rms_norm_quantized(
+    x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float, weight_offset: float,
+    format: int, scale: Optional[Tensor]
+) -> tuple[Tensor, Tensor]:
+    q, scales, _ = rms_quantized(x, None, x.shape[1], weight, bias, eps, partial, weight_offset, format, scale)
+    return q, scales
+
+
+@rms_norm_quantized.register_fake
+def _(x, weight, bias, eps, partial, weight_offset, format, scale):
+    return _quant_outputs(x.shape[0], x.shape[1], format, x.device)
+
+
+@torch.library.custom_op("rmsnorm::add_rms_norm_quantized", mutates_args=(), device_types="cpu")
+def add_rms_norm_quantized(
+    x: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float,
+    weight_offset: float, format: int, scale: Optional[Tensor]
+) -> tuple[Tensor, Tensor, Tensor]:
+    return rms_quantized(x, residual, x.shape[1], weight, bias, eps, partial, weight_offset, format, scale)
+
+
+@add_rms_norm_quantized.register_fake
+def _(x, residual, weight, bias, eps, partial, weight_offset, format, scale):
+    return (*_quant_outputs(x.shape[0], x.shape[1], format, x.device), x.new_empty(x.shape))

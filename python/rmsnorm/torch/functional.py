@@ -14,6 +14,7 @@ from torch import Tensor
 
 from .. import _layout
 from .._checks import F32_MAX, check_eps, check_offset, check_partial
+from .._numpy import QUANT_FORMATS, quant_format
 from . import _ops, _sharding
 
 # torch.nn.RMSNorm's eps=None: the machine epsilon of the computation type, which is float32 for the
@@ -439,3 +440,119 @@ def fused_add_rms_norm_(
         _ops.fused_add_rms_norm_(input.view(-1, cols), residual.view(-1, cols), _flat(w), _flat(b), eps, partial,
                                  weight_offset)
     return input, residual
+
+
+# ---- Quantized outputs ---------------------------------------------------------------------------
+
+_Q8_0 = QUANT_FORMATS["q8_0"]
+
+
+def _quant_args(fn, format, scale):
+    """The format's C code, its scales kind, and the static scale as the (1) f32 tensor the kernel reads."""
+    code, info = quant_format(fn, format, scale)
+    if info[3] != "static":
+        return code, info[3], None
+    if isinstance(scale, Tensor):
+        _check_device(fn, "scale", scale)
+        if scale.numel() != 1 or not scale.is_floating_point():
+            raise ValueError(f"{fn}: a scale tensor must hold one floating-point value, got {scale.dtype} of shape "
+                             f"{list(scale.shape)}")
+        return code, info[3], scale.detach().reshape(1).to(torch.float32)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise TypeError(f"{fn}: scale must be a float or a one-element tensor, got {type(scale).__name__}")
+    # The range (finite, > 0) is the library's to check; beyond the f32 range the value becomes inf.
+    return code, info[3], torch.tensor([float(scale)], dtype=torch.float32)
+
+
+def _refuse_grad(fn, *tensors):
+    # As _refuse_autograd, without its pointer to an out-of-place form: there is no differentiable one.
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors):
+        raise RuntimeError(
+            f"{fn} does not support automatic differentiation (inference only), but an argument requires grad. "
+            f"Call it under torch.no_grad() or torch.inference_mode()"
+        )
+
+
+def _quant_results(input, dims, q, scales, kind, scale, format):
+    """q and scales shaped for an input whose last `dims` dimensions were normalized."""
+    lead = tuple(input.shape[:input.dim() - dims])
+    q = q.view(*lead, q.shape[-1]) if format == _Q8_0 else q.view(input.shape)
+    scales = scales.view(lead) if kind == "per_row" else (scale if kind == "static" else None)
+    return q, scales
+
+
+def rms_norm_quantized(
+    input: Tensor,
+    normalized_shape: _Shape,
+    weight: Optional[Tensor] = None,
+    eps: Optional[float] = None,
+    *,
+    format: str = "int8",
+    scale=None,
+    partial: float = 1.0,
+    weight_offset: float = 0.0,
+    bias: Optional[Tensor] = None,
+) -> tuple:
+    """rms_norm with its result quantized in the same pass, for the int8 or fp8 matmul (or ggml) after
+    the norm: returns (q, scales). The f32 y is quantized before any rounding to the input's dtype.
+
+    format, with q and scales for an input of shape (*, n) (n: the normalized elements):
+      "int8"             q torch.int8 of the input's shape; scales float32 (*) = max|y| / 127 per row
+      "fp8_e4m3"         q torch.float8_e4m3fn of the input's shape (saturating at +-448); scales float32
+                         (*) = max|y| / 448 per row
+      "fp8_e4m3_static"  as fp8_e4m3 with the caller's per-tensor scale (a float or a one-element tensor,
+                         required; finite and > 0): q = fp8(y / scale); scales is that scale, as given
+      "q8_0"             q torch.uint8 (*, n // 32 * 34), ggml block_q8_0 bytes; scales None
+    Dequantized, q * scales[..., None] is y within half a step. Inference only, like vLLM's quant ops: no
+    autograd, and with grad mode on an argument that requires grad is an error (use torch.no_grad() or
+    torch.inference_mode()). The input is read in place when its rows are evenly spaced (eager calls).
+    """
+    fn = "rmsnorm.torch.rms_norm_quantized"
+    _check_input(fn, input)
+    shape, cols = _check_shape(fn, input, normalized_shape)
+    w = _check_param(fn, "weight", weight, input, shape)
+    b = _check_param(fn, "bias", bias, input, shape)
+    eps = RMS_NORM_DEFAULT_EPS if eps is None else check_eps(fn, eps)
+    partial = check_partial(fn, partial)
+    weight_offset = check_offset(fn, weight_offset)
+    code, kind, scale_arg = _quant_args(fn, format, scale)
+    _refuse_grad(fn, input, w, b)
+    if len(shape) == 1 and _eager_cols(input, shape, w, b):
+        q, s, _ = _ops.rms_quantized(input, None, cols, w, b, eps, partial, weight_offset, code, scale_arg)
+    else:
+        q, s = _ops.rms_norm_quantized(input.reshape(-1, cols).contiguous(), _flat(w), _flat(b), eps, partial,
+                                       weight_offset, code, scale_arg)
+    return _quant_results(input, len(shape), q, s, kind, scale, code)
+
+
+def add_rms_norm_quantized(
+    input: Tensor,
+    residual: Tensor,
+    weight: Optional[Tensor] = None,
+    eps: Optional[float] = None,
+    *,
+    normalized_shape: Optional[_Shape] = None,
+    format: str = "int8",
+    scale=None,
+    partial: float = 1.0,
+    weight_offset: float = 0.0,
+    bias: Optional[Tensor] = None,
+) -> tuple:
+    """add_rms_norm with the normalized result quantized as rms_norm_quantized does: returns
+    (q, scales, h), h = input + residual rounded to their dtype (the next block's residual) and q, scales
+    the quantized rms_norm(h). Inference only, as rms_norm_quantized.
+    """
+    fn = "rmsnorm.torch.add_rms_norm_quantized"
+    cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
+                                                             partial, weight_offset, bias)
+    code, kind, scale_arg = _quant_args(fn, format, scale)
+    _refuse_grad(fn, input, residual, w, b)
+    dims = (weight.dim() if isinstance(weight, Tensor) and weight.dim() > 0 else 1) if normalized_shape is None else len(
+        normalized_shape_tuple(fn, normalized_shape))
+    if _eager_add_cols(input, residual, w, b, (cols,)):
+        q, s, h = _ops.rms_quantized(input, residual, cols, w, b, eps, partial, weight_offset, code, scale_arg)
+    else:
+        q, s, h = _ops.add_rms_norm_quantized(input.reshape(-1, cols).contiguous(),
+                                              residual.reshape(-1, cols).contiguous(), _flat(w), _flat(b), eps,
+                                              partial, weight_offset, code, scale_arg)
+    return (*_quant_results(input, dims, q, s, kind, scale, code), h.view(input.shape))
