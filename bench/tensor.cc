@@ -1,6 +1,7 @@
 #include "tensor.h"
 
 #include <omp.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,6 +15,7 @@ namespace rmsnorm_bench {
 namespace {
 
 constexpr size_t kPageBytes = 4096;
+constexpr size_t kHugePageBytes = size_t{2} << 20;
 
 uint64_t SplitMix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;
@@ -44,11 +46,15 @@ void ParallelRanges(size_t n, const Fn& fn) {
 
 void Tensor::Free::operator()(void* p) const { std::free(p); }
 
-Tensor::Tensor(rmsnorm_dtype dtype, size_t elements) : dtype_(dtype), elements_(elements) {
-  const size_t rounded = (std::max<size_t>(1, bytes()) + kPageBytes - 1) / kPageBytes * kPageBytes;
-  void* p = std::aligned_alloc(kPageBytes, rounded);
+Tensor::Tensor(rmsnorm_dtype dtype, size_t elements, Pages pages) : dtype_(dtype), elements_(elements) {
+  const size_t page = pages == Pages::kHuge ? kHugePageBytes : kPageBytes;
+  const size_t rounded = (std::max<size_t>(1, bytes()) + page - 1) / page * page;
+  void* p = std::aligned_alloc(page, rounded);
   if (p == nullptr) throw std::bad_alloc();
   storage_.reset(p);
+  // Before the first touch, so that the kernel backs the range with huge pages where it can (a hint:
+  // with transparent huge pages "never" it stays 4 KiB pages).
+  if (pages == Pages::kHuge) madvise(p, rounded, MADV_HUGEPAGE);
   char* bytes_base = static_cast<char*>(p);
   ParallelRanges(rounded, [&](size_t begin, size_t end) { std::memset(bytes_base + begin, 0, end - begin); });
 }

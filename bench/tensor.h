@@ -17,8 +17,11 @@ using rmsnorm::registry::DtypeSize;
 
 class Tensor {
  public:
+  // kHuge: aligned to 2 MiB and advised to use transparent huge pages (MADV_HUGEPAGE), as an allocator
+  // that asks for them does (PyTorch's with THP_MEM_ALLOC_ENABLE=1); the default is 4 KiB pages.
+  enum class Pages { kDefault, kHuge };
   // Zero-filled by all hardware threads, each writing the contiguous range a static split gives it.
-  Tensor(rmsnorm_dtype dtype, size_t elements);
+  Tensor(rmsnorm_dtype dtype, size_t elements, Pages pages = Pages::kDefault);
 
   // Deterministic pseudo-random values in about [-1.75, 2.25), rounded to the dtype: no zeros, no
   // subnormals, a nonzero mean (so LayerNorm's centering is real work), nothing a rare-row path catches.
