@@ -47,11 +47,19 @@
  *     scale it: on top of the relative bounds, y may be off by 2^-149 * |g|, dx by 2^-149 * rstd times
  *     the sizes of the terms it passes through, dweight by 2^-149 * (|dy| + 1) per row (the bounds of
  *     tests/test_util.cc). So y may be 0 where x * rstd underflows and a huge g would bring it back.
+ *   - dweight and dbias sum each row's term (dy * x-hat, dy) in f32 within a block of rows, then the
+ *     blocks in double. A column whose f32 sum leaves f32's range on the way (terms near f32's
+ *     maximum: dy = 1e38 in one row and -1e38 in the next, or x-hat beyond f32 in pRMSNorm's columns
+ *     past k) comes out non-finite; such a column is then summed again over all rows in double with
+ *     the reference's terms, in row order, so dweight and dbias are the reference's there: +-inf only
+ *     where that sum itself is beyond f32, NaN only where an input NaN (or inf - inf of infinite
+ *     inputs) reaches it. Except in place (dx aliasing dy or x: the inputs are gone by then): there
+ *     such a column keeps its f32 sum, +-inf or NaN, which can happen only where the sum over rows
+ *     of the terms' magnitudes exceeds f32's maximum.
  *   Not yet (issue 18): where x * rstd * g passes f32's range and a bias of the other sign would bring
- *   y back (a huge gain); in the backward, where a saved rstd that is not the row's own makes
- *   x-hat * c pass f32's range before rstd scales it back; and in dweight, summed over rows in f32,
- *   where rows' terms pass f32's range with opposite signs; the kernels give +-inf or NaN and the
- *   reference the value (tests/fuzz/open).
+ *   y back (a huge gain); and in the backward, where a saved rstd that is not the row's own makes
+ *   x-hat * c pass f32's range before rstd scales it back; the kernels give +-inf and the reference
+ *   the value (tests/fuzz/open).
  */
 #ifndef RMSNORM_RMSNORM_H_
 #define RMSNORM_RMSNORM_H_
