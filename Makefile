@@ -113,7 +113,9 @@ test-tsan: deps deps-clang
 # plainly as in Release (one SIMD target at -O1), so the build takes minutes rather than the best part
 # of an hour, and make test-asan runs the whole suite over instrumented kernels. The harness itself
 # checks every byte around the kernels' outputs. What it finds lands in FUZZ_FINDINGS; once fixed, a
-# finding's input goes to tests/fuzz/regressions. make test runs it for the default 60 s.
+# finding's input goes to tests/fuzz/regressions. make test runs it for the default 60 s: from a clean
+# FUZZ_BUILD, build and run took 5 min 8 s with JOBS=1 on the 2-core machine where make test took
+# 1970 s (the kernel files under ASan and UBSan alone would take the best part of an hour there).
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 FUZZ_FINDINGS ?= $(FUZZ_BUILD)/findings
