@@ -198,6 +198,65 @@ TEST(Extremes, DweightOfSubnormalXhatIsAbsolute) {
   }
 }
 
+// ---- Parameter gradients whose f32 sums leave f32's range ---------------------------------------
+
+// dweight and dbias add each row's term in f32 within a block of rows: dy near f32's maximum with
+// opposite signs in consecutive rows (and |x-hat| about 4) makes the f32 sum +-inf or inf - inf = NaN,
+// where the double sum over rows is finite, often exactly 0. Such columns are summed again in double
+// (header, "Extremes"): on every target they are the reference's (bit for bit: the same terms in the
+// same order), where the f32 sums gave +-inf or NaN. Saved statistics are the forward's; 2 rows (one block), 3, and 40 rows (several
+// blocks, summed in double after f32 within each); and the recomputing backward.
+TEST(Extremes, ParamGradSumsBeyondF32AreSummedInDouble) {
+  const double kBig = 3e38;  // below f32's maximum, 3.4e38; twice it is beyond
+  for (Op op : {Op::kRmsNorm, Op::kLayerNorm, Op::kL2Norm}) {
+    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16}) {  // f16 has no values this large
+      for (int64_t rows : {2, 3, 40}) {
+        for (bool saved : {true, false}) {
+          Case c = RowCase(op, rows, 19);
+          c.dtype = dtype;
+          if (op == Op::kRmsNorm && rows == 3) c.partial = 0.25f;
+          Inputs in = ZeroInputs(c);
+          for (int64_t r = 0; r < rows; ++r) {
+            for (int64_t i = 0; i < c.cols; ++i) {
+              in.x.set(r * c.cols + i, i == 0 ? 10.0 + double(r % 3) : 0.1 * double(i % 4) - 0.15);
+              // Column 0: +-kBig times x-hat about 4 (dweight's term beyond f32). Columns 1 and 2:
+              // +kBig, +kBig, -kBig, -kBig, ... (f32 partial sums beyond f32 in dbias and dweight).
+              const double sign = (r / 2) % 2 == 0 ? 1.0 : -1.0;
+              const double dy = i == 0 ? (r % 2 ? -kBig : kBig) : i < 3 ? sign * kBig : 0.5 - 0.125 * double(i % 5);
+              in.dy.set(r * c.cols + i, dy);
+            }
+          }
+          SCOPED_TRACE(c.Name() + (saved ? " saved statistics" : " recomputed"));
+          const Outputs forward = RunForward(c, in, RMSNORM_BACKEND_REFERENCE);
+          const Outputs* stats = saved ? &forward : nullptr;
+          const Outputs ref = RunBackward(c, in, stats, RMSNORM_BACKEND_REFERENCE);
+          const Tolerances bt = BackwardTolerances(c, in, forward);
+          // The case is what it says: finite sums that f32 partial sums cannot reach (with 2 rows,
+          // columns 1 and 2 sum to 6e38, and with 3 rows column 0 to about 1e39: beyond f32 in the
+          // reference too, +-inf).
+          if (rows != 3) EXPECT_TRUE(std::isfinite(ref.dweight[0]));
+          for (int64_t i = 1; rows == 40 && i < 3; ++i) {
+            EXPECT_TRUE(std::isfinite(ref.dweight[size_t(i)])) << i;
+            EXPECT_TRUE(std::isfinite(ref.dbias[size_t(i)])) << i;
+          }
+          for (int64_t target : AvailableTargets()) {
+            SCOPED_TRACE(TargetName(target));
+            const ScopedTarget scoped(target);
+            const Outputs got = RunBackward(c, in, stats, RMSNORM_BACKEND_AUTO);
+            EXPECT_EQ("", Compare("dweight", Values(got.dweight), Values(ref.dweight), bt.dweight));
+            EXPECT_EQ("", Compare("dbias", Values(got.dbias), Values(ref.dbias), bt.dbias));
+            EXPECT_EQ("", Compare("dx", Values(got.dx), Values(ref.dx), bt.dx));
+            // Columns 1 and 2 of dbias sum +-kBig: every block's f32 sum passes f32's range, so they
+            // are the double sums, the reference's bits.
+            EXPECT_EQ(got.dbias[1], ref.dbias[1]);
+            EXPECT_EQ(got.dbias[2], ref.dbias[2]);
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---- Infinities in x, weight and bias -----------------------------------------------------------
 
 // An infinite element makes the row's statistic infinite: rstd = 0 for the RMSNorm family (y = b,

@@ -47,11 +47,23 @@
  *     scale it: on top of the relative bounds, y may be off by 2^-149 * |g|, dx by 2^-149 * rstd times
  *     the sizes of the terms it passes through, dweight by 2^-149 * (|dy| + 1) per row (the bounds of
  *     tests/test_util.cc). So y may be 0 where x * rstd underflows and a huge g would bring it back.
+ *   - The backward's saved statistics (rstd, and LayerNorm's mean) are the forward's outputs for the
+ *     same x, eps and partial, as PyTorch's saved mean and rstd and oneDNN's workspace are: then
+ *     |x-hat| <= sqrt(k) below k, and every statement here holds. It holds as well for a saved rstd
+ *     within a factor of 2 of the forward's. Other values are accepted and memory-safe (nothing is
+ *     written outside the outputs), but the kernels' results may then differ from the reference's
+ *     beyond rounding: x-hat * c may pass f32's range before rstd would scale it back, giving +-inf.
+ *   - dweight and dbias sum each row's term (dy * x-hat, dy) in f32 within a block of rows, then the
+ *     blocks in double. A column whose f32 sum leaves f32's range on the way (terms near f32's
+ *     maximum: dy = 1e38 in one row and -1e38 in the next, or x-hat beyond f32 in pRMSNorm's columns
+ *     past k) comes out non-finite; such a column is then summed again over all rows in double with
+ *     the reference's terms, in row order, so dweight and dbias are the reference's there: +-inf only
+ *     where that sum itself is beyond f32, NaN only where an input NaN (or inf - inf of infinite
+ *     inputs) reaches it. Except in place (dx aliasing dy or x: the inputs are gone by then): there
+ *     such a column keeps its f32 sum, +-inf or NaN, which can happen only where the sum over rows
+ *     of the terms' magnitudes exceeds f32's maximum.
  *   Not yet (issue 18): where x * rstd * g passes f32's range and a bias of the other sign would bring
- *   y back (a huge gain); in the backward, where a saved rstd that is not the row's own makes
- *   x-hat * c pass f32's range before rstd scales it back; and in dweight, summed over rows in f32,
- *   where rows' terms pass f32's range with opposite signs; the kernels give +-inf or NaN and the
- *   reference the value (tests/fuzz/open).
+ *   y back (a huge gain): the kernels give +-inf and the reference the value.
  */
 #ifndef RMSNORM_RMSNORM_H_
 #define RMSNORM_RMSNORM_H_
@@ -115,7 +127,8 @@ RMSNORM_API rmsnorm_status rmsnorm_add_forward(const rmsnorm_config* config, con
  * recompute it from x; dweight, dbias: (cols) f32, overwritten with the sum over rows, or NULL to skip.
  * dx may alias dy or x. dweight is the gradient with respect to weight (weight_offset does not change
  * it). A saved rstd that is 0, negative, NaN, infinite or subnormal (a zero row, or a row beyond f32's
- * squared range) is recomputed from x in double for that row. */
+ * squared range) is recomputed from x in double for that row. A saved rstd is the forward's output for
+ * the same x, eps and partial (see Extremes above for what holds otherwise). */
 RMSNORM_API rmsnorm_status rmsnorm_backward(const rmsnorm_config* config, const void* dy, const void* x,
                                             const float* weight, const float* rstd, void* dx, float* dweight,
                                             float* dbias);
@@ -127,7 +140,8 @@ RMSNORM_API rmsnorm_status rmsnorm_layernorm_forward(const rmsnorm_config* confi
                                                      const float* weight, const float* bias, void* y,
                                                      float* mean, float* rstd);
 
-/* mean and rstd are both given or both NULL (recompute). */
+/* mean and rstd are both given or both NULL (recompute); given, they are the forward's outputs for the
+ * same x and eps (see Extremes above). */
 RMSNORM_API rmsnorm_status rmsnorm_layernorm_backward(const rmsnorm_config* config, const void* dy,
                                                       const void* x, const float* weight, const float* mean,
                                                       const float* rstd, void* dx, float* dweight,

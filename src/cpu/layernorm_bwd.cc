@@ -135,6 +135,23 @@ class LayerNormBackwardKernel {
                                 &s.rare_mean_u_xhat);
   }
 
+  // After the call's sums: the columns of dweight and dbias that left f32, again in double with the
+  // statistics the reference takes.
+  // Only out of place: in place, dx has overwritten dy or x by now, and such columns keep their f32
+  // sums (+-inf or NaN), as the header says.
+  void ResumParamGrads(float* dweight, float* dbias) const {
+    if (dx_in_place_) return;
+    const auto stats = [&](int64_t row, const T* x, double* mean, double* rstd) {
+      if (!recompute() && SavedLayerStatsUsable(mean_[row], rstd_[row])) {
+        *mean = mean_[row];
+        *rstd = rstd_[row];
+      } else {
+        LayerStatsDouble(x, p_, mean, rstd);
+      }
+    };
+    ResumParamGradColumns(p_, dy_, x_, stats, kDweight ? dweight : nullptr, kDbias ? dbias : nullptr);
+  }
+
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
     if (s.rare) return RareOutput(row, c0, c1, s, dw, db);
     const DF d;

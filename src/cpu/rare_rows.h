@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "cpu/dispatch.h"
+#include "cpu/row_tensor.h"
 #include "hwy/base.h"
 #include "ref/formulas.h"
 #include "registry/registry.h"
@@ -74,6 +76,61 @@ RMSNORM_RARE_ROW_FUNCTION void RareForwardRow(const T* x, Y* y, int64_t n, doubl
                                               const float* bias) {
   for (int64_t i = 0; i < n; ++i)
     StoreDouble(formula::Normalized(ToDouble(x[i]), mean, rstd, GainDouble(gain, i), bias ? double(bias[i]) : 0.0), y + i);
+}
+
+// ---- Parameter gradients beyond f32 ----------------------------------------------------------------
+//
+// The kernels sum dweight and dbias in f32 within a row block (row_driver.h), each row's term rounded
+// to f32 first. Where a term or a partial sum passes f32's range (dy near f32's maximum, or x-hat
+// large in pRMSNorm's columns past k) the column becomes +-inf or NaN (inf - inf), though the sum over
+// all rows, in double as the reference takes it, may be finite or exactly 0. A sum that left f32 stays
+// non-finite through the f32 and double additions after it, so a column that comes out non-finite is
+// exactly a column to redo: it is summed again over every row in double, in row order with the
+// reference's terms, which gives the reference's value (also NaN where an input NaN reaches it).
+// Ordinary calls pay only the check below over the outputs' cols floats. In place (dx aliasing dy or
+// x) the inputs are gone when the check runs, and the column keeps its f32 sum.
+
+// Whether v[0, n) are all finite (true for v null). Branch-free, so that it vectorizes.
+inline bool AllFinite(const float* v, int64_t n) {
+  if (v == nullptr) return true;
+  uint32_t any = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, v + i, sizeof bits);
+    any |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return any == 0;
+}
+
+// Sums the non-finite columns of dweight and dbias (each (cols) f32, or null) again in double over all
+// rows. stats(row, x_row, &mean, &rstd) gives a row's statistics as the reference's backward takes
+// them (the saved ones where usable, else recomputed in double); mean is 0 for the RMSNorm family.
+// Out of line and not vectorized, as RareForwardRow: the same bits on every target.
+template <class T, class Stats>
+RMSNORM_RARE_ROW_FUNCTION void ResumParamGradColumns(const Problem& p, const RowTensor<const T>& dy,
+                                                     const RowTensor<const T>& x, const Stats& stats,
+                                                     float* dweight, float* dbias) {
+  std::vector<int64_t> dw_cols, db_cols;
+  for (int64_t c = 0; c < p.cols; ++c) {
+    if (dweight && !AllFinite(dweight + c, 1)) dw_cols.push_back(c);
+    if (dbias && !AllFinite(dbias + c, 1)) db_cols.push_back(c);
+  }
+  std::vector<double> dw_sums(dw_cols.size(), 0.0), db_sums(db_cols.size(), 0.0);
+  for (int64_t row = 0; row < p.rows; ++row) {
+    const T* dy_row = dy.Row(row);
+    const T* x_row = x.Row(row);
+    if (!dw_cols.empty()) {
+      double mean = 0.0, rstd = 0.0;
+      stats(row, x_row, &mean, &rstd);
+      for (size_t j = 0; j < dw_cols.size(); ++j) {
+        const int64_t c = dw_cols[j];
+        dw_sums[j] += formula::DweightTerm(ToDouble(dy_row[c]), ToDouble(x_row[c]), mean, rstd);
+      }
+    }
+    for (size_t j = 0; j < db_cols.size(); ++j) db_sums[j] += ToDouble(dy_row[db_cols[j]]);
+  }
+  for (size_t j = 0; j < dw_cols.size(); ++j) dweight[dw_cols[j]] = static_cast<float>(dw_sums[j]);
+  for (size_t j = 0; j < db_cols.size(); ++j) dbias[db_cols[j]] = static_cast<float>(db_sums[j]);
 }
 
 }  // namespace rmsnorm::cpu

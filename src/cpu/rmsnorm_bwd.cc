@@ -120,6 +120,19 @@ class RmsBackwardKernel {
     s.rare_c = formula::RmsBackwardCoefficient(p_, RowOf(dy), RowOf(x), GainOf(gain_), s.rare_rstd);
   }
 
+  // After the call's sums: the columns of dweight and dbias that left f32, again in double with the
+  // rstd the reference takes.
+  // Only out of place: in place, dx has overwritten dy or x by now, and such columns keep their f32
+  // sums (+-inf or NaN), as the header says.
+  void ResumParamGrads(float* dweight, float* dbias) const {
+    if (dx_in_place_) return;
+    const auto stats = [&](int64_t row, const T* x, double* mean, double* rstd) {
+      *mean = 0.0;
+      *rstd = rstd_ != nullptr && SavedRstdUsable(rstd_[row]) ? double(rstd_[row]) : RmsInverseRootDouble(x, p_);
+    };
+    ResumParamGradColumns(p_, dy_, x_, stats, kDweight ? dweight : nullptr, kDbias ? dbias : nullptr);
+  }
+
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
     if (s.rare) return RareOutput(row, c0, c1, s, dw, db);
     const DF d;

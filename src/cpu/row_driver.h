@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cpu/dispatch.h"
+#include "cpu/rare_rows.h"
 #include "cpu/row_plan.h"
 #include "hwy/cache_control.h"
 #include "runtime/parallel.h"
@@ -256,7 +257,9 @@ void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
   });
 }
 
-// A backward: Kernel<T, kWeight, kDweight, kDbias>, then the parameter gradients' block reduction.
+// A backward: Kernel<T, kWeight, kDweight, kDbias>, then the parameter gradients' block reduction,
+// and the columns of dweight and dbias that left f32's range summed again in double
+// (Kernel::ResumParamGrads, see ResumParamGradColumns in rare_rows.h).
 template <template <class, bool, bool, bool> class Kernel>
 void RunBackward(const Problem& p, const BackwardArgs& a) {
   const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
@@ -270,11 +273,12 @@ void RunBackward(const Problem& p, const BackwardArgs& a) {
           const Kernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value> kernel(
               p, plan, a, gain.data());
           RunRows(plan, bytes, kernel, &grads);
+          grads.Reduce();
+          if (!AllFinite(a.dweight, p.cols) || !AllFinite(a.dbias, p.cols)) kernel.ResumParamGrads(a.dweight, a.dbias);
         });
       });
     });
   });
-  grads.Reduce();
 }
 
 }  // namespace rmsnorm::cpu
