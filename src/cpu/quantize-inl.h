@@ -68,6 +68,21 @@ HWY_INLINE void StoreUpTo(D d, hn::Vec<D> v, hn::TFromD<D>* p, size_t count) {
   std::memcpy(p, buffer, HWY_MIN(count, kMaxQuantLanes) * sizeof(*p));
 }
 
+// A row's quantized bytes to q + i: the first count lanes of v. stream: a call whose outputs outgrow
+// the cache (RowPlan::stream_outputs) and a q 16-byte aligned; where the target's byte vector is a
+// whole 16-byte register (x86 with AVX-512), full vectors then go out as non-temporal stores, which
+// do not read the line first. Elsewhere the stores are ordinary: a 4- or 8-byte vector has no such store.
+template <class D>
+HWY_INLINE void StoreBytes(D d, hn::Vec<D> v, hn::TFromD<D>* q, size_t i, size_t count, bool stream) {
+#if HWY_ARCH_X86
+  if constexpr (hn::MaxLanes(D()) * sizeof(hn::TFromD<D>) == 16) {
+    if (stream && count == hn::Lanes(d)) return hn::Stream(v, d, q + i);
+  }
+#endif
+  (void)stream;
+  StoreUpTo(d, v, q + i, count);
+}
+
 HWY_INLINE float FloatFromBits(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
@@ -116,7 +131,7 @@ HWY_INLINE bool ReciprocalIsNormal(float scale) {
 // bits for |t| < 2^22: the sum less that constant is the rounded value, and its bits less the
 // constant's are the integer.
 template <bool kBounded>
-HWY_INLINE void Int8Values(const float* y, size_t n, float scale, int8_t* q) {
+HWY_INLINE void Int8Values(const float* y, size_t n, float scale, int8_t* q, bool stream = false) {
   const DF d;
   const DI32 di;
   const DI8 d8;
@@ -141,7 +156,7 @@ HWY_INLINE void Int8Values(const float* y, size_t n, float scale, int8_t* q) {
     }
     if (HWY_UNLIKELY(divide)) rounded_plus = hn::Add(hn::Min(hn::Max(hn::Div(v, divisor), lower), upper), round_constant);
     // Within [-127, 127]: the narrowing (which saturates) is exact.
-    StoreUpTo(d8, hn::DemoteTo(d8, hn::Sub(hn::BitCast(di, rounded_plus), round_constant_bits)), q + i, count);
+    StoreBytes(d8, hn::DemoteTo(d8, hn::Sub(hn::BitCast(di, rounded_plus), round_constant_bits)), q, i, count, stream);
   });
 }
 
@@ -189,7 +204,7 @@ HWY_INLINE hn::Vec<DI32> E4M3Bits(DF d, VF ratio, hn::Vec<DU32> sign_bits, hn::M
 // quotient's sign where it is not NaN, and for NaN quotients a sign that does not depend on the CPU.
 // The product y * (1 / scale) encodes as the quotient except near a midpoint (see E4M3Bits), beyond
 // 448 both saturate, and it is NaN exactly where the quotient is (y NaN: 1 / scale is finite).
-HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q) {
+HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q, bool stream = false) {
   const DF d;
   const DU32 du;
   const DU8 d8;
@@ -209,7 +224,7 @@ HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q) {
     }
     if (HWY_UNLIKELY(divide)) codes = E4M3Bits(d, hn::Div(v, divisor), sign_bits);
     // The int32 lanes are encodings, within [0, 255]: the narrowing is exact.
-    StoreUpTo(d8, hn::DemoteTo(d8, codes), q + i, count);
+    StoreBytes(d8, hn::DemoteTo(d8, codes), q, i, count, stream);
   });
 }
 
@@ -222,7 +237,9 @@ HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q) {
 // such a row has no int8 form, and dequantizing it gives NaN throughout, as the norm's own output
 // does for a row with a NaN. n = 0 writes scale 0 and nothing else.
 // max_bits: MaxMagnitudeBits over the row, taken where y was made.
-inline void QuantizeInt8Row(const float* y, int64_t n, uint32_t max_bits, int8_t* q, float* scale) {
+// stream: see StoreBytes.
+inline void QuantizeInt8Row(const float* y, int64_t n, uint32_t max_bits, int8_t* q, float* scale,
+                            bool stream = false) {
   using namespace quantize_detail;
   const size_t count = static_cast<size_t>(n);
   if (max_bits >= kInfinityBits) {
@@ -236,7 +253,7 @@ inline void QuantizeInt8Row(const float* y, int64_t n, uint32_t max_bits, int8_t
     std::fill_n(q, count, int8_t{0});
     return;
   }
-  Int8Values<true>(y, count, row_scale, q);
+  Int8Values<true>(y, count, row_scale, q, stream);
 }
 inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) {
   QuantizeInt8Row(y, n, quantize_detail::MaxMagnitudeBits(y, static_cast<size_t>(n)), q, scale);
@@ -252,7 +269,8 @@ inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) 
 // saturating to +-448 (0x7E / 0xFE), NaN -> 0x7F / 0xFF; the sign bit is sign(y) XOR sign(scale).
 // This form is the dynamic one with max_bits known (MaxMagnitudeBits over the row, taken where y
 // was made); the one after it takes either.
-inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint32_t max_bits, uint8_t* q, float* scale) {
+inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint32_t max_bits, uint8_t* q, float* scale,
+                               bool stream = false) {
   using namespace quantize_detail;
   const size_t count = static_cast<size_t>(n);
   if (max_bits >= kInfinityBits) {
@@ -266,13 +284,14 @@ inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint32_t max_bits, uin
     std::fill_n(q, count, uint8_t{0});
     return;
   }
-  E4M3Values(y, count, row_scale, q);
+  E4M3Values(y, count, row_scale, q, stream);
 }
-inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint8_t* q, float* scale_inout, bool dynamic) {
+inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint8_t* q, float* scale_inout, bool dynamic,
+                               bool stream = false) {
   using namespace quantize_detail;
   const size_t count = static_cast<size_t>(n);
-  if (dynamic) return QuantizeFp8E4M3Row(y, n, MaxMagnitudeBits(y, count), q, scale_inout);
-  E4M3Values(y, count, *scale_inout, q);
+  if (dynamic) return QuantizeFp8E4M3Row(y, n, MaxMagnitudeBits(y, count), q, scale_inout, stream);
+  E4M3Values(y, count, *scale_inout, q, stream);
 }
 
 // y: (n) f32, n a multiple of 32 (the caller checks: the C ABI refuses other lengths; a remainder

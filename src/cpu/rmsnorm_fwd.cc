@@ -222,14 +222,16 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
  private:
   void Quantize(int64_t row, const float* y, uint32_t max_bits) const {
     uint8_t* q = q_ + p_.RowStart(registry::kQ, row) * int64_t(unit_bytes_);
+    // q goes out with non-temporal stores where the plain forward's y would (the row driver flushes).
+    const bool stream = plan_.stream_outputs && reinterpret_cast<uintptr_t>(q) % 16 == 0;
     switch (format_) {
       case RMSNORM_QUANT_INT8_ROW:
-        return QuantizeInt8Row(y, p_.cols, max_bits, reinterpret_cast<int8_t*>(q), scales_ + row);
+        return QuantizeInt8Row(y, p_.cols, max_bits, reinterpret_cast<int8_t*>(q), scales_ + row, stream);
       case RMSNORM_QUANT_FP8_E4M3_ROW:
-        return QuantizeFp8E4M3Row(y, p_.cols, max_bits, q, scales_ + row);
+        return QuantizeFp8E4M3Row(y, p_.cols, max_bits, q, scales_ + row, stream);
       case RMSNORM_QUANT_FP8_E4M3_STATIC: {
         float scale = static_scale_;
-        return QuantizeFp8E4M3Row(y, p_.cols, q, &scale, false);
+        return QuantizeFp8E4M3Row(y, p_.cols, q, &scale, false, stream);
       }
       case RMSNORM_QUANT_Q8_0:
         return QuantizeQ8_0Row(y, p_.cols, q);
