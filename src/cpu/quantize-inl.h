@@ -3,15 +3,14 @@
 // The formats are defined in ref/quant_formats.h, and ref/quantize.h is the reference these follow.
 //
 // Every target writes the same bytes: every floating-point operation is one that IEEE rounds correctly
-// (max as an integer compare; no fused multiply-add; NearestInt, to nearest even on every target), a
-// value is the rounding of the correctly rounded f32 quotient y / scale, and a row's last partial vector
-// runs through the same vector code on a zero-padded copy. The quotient is taken as y * (1 / scale),
-// which is within three f32 roundings of it, and a vector where that product lies so close to a
-// rounding midpoint of the format that the two could round apart divides instead (see Int8Values and
-// E4M3Bits): a division per element cost more than reading the row. The reference divides in double;
-// these round the f32 quotient, so where y / scale lies within f32 rounding of a rounding midpoint a
-// value may be one step from the reference's.
-
+// (max as an integer compare; no fused multiply-add; rounding to an integer or a step by adding a power
+// of two, nearest even), a value is the rounding of the correctly rounded f32 quotient y / scale, and a
+// row's last partial vector runs through the same vector code on a zero-padded copy. The quotient is
+// taken as y * (1 / scale), which is within three f32 roundings of it, and a vector where that product
+// lies so close to a rounding midpoint of the format that the two could round apart divides instead
+// (see Int8Values and E4M3Bits): a division per element cost more than reading the row. The reference
+// divides in double; these round the f32 quotient, so where y / scale lies within f32 rounding of a
+// rounding midpoint a value may be one step from the reference's.
 
 // Per-target include guard, the Highway way.
 #if defined(RMSNORM_SRC_CPU_QUANTIZE_INL_H_) == defined(HWY_TARGET_TOGGLE)
