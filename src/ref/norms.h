@@ -72,21 +72,28 @@ void WriteParamGrads(const Problem& p, const std::vector<double>& dweight, const
   }
 }
 
+// The RMSNorm family's input for row `row` in a: x, or with a residual x + residual rounded to T, which
+// is also stored to residual_out (r: scratch for the residual row).
+template <class T, class P>
+void LoadRmsInput(const Problem& p, const Forward<T, P>& f, int64_t row, std::vector<double>& a,
+                  std::vector<double>& r) {
+  LoadRow(f.x + p.RowStart(registry::kX, row), p.cols, a);
+  if (!f.residual) return;
+  LoadRow(f.residual + p.RowStart(registry::kResidual, row), p.cols, r);
+  T* residual_out = f.residual_out + p.RowStart(registry::kResidualOut, row);
+  for (int64_t i = 0; i < p.cols; ++i) {
+    const T h = FromDouble<T>(a[i] + r[i]);
+    residual_out[i] = h;
+    a[i] = ToDouble(h);
+  }
+}
+
 // RMSNorm family forward: y = a * rstd * g (+ b), a = x (+ residual, rounded to T).
 template <class T, class P>
 void RmsForward(const Problem& p, const Forward<T, P>& f) {
   std::vector<double> a, r;
   for (int64_t row = 0; row < p.rows; ++row) {
-    LoadRow(f.x + p.RowStart(registry::kX, row), p.cols, a);
-    if (f.residual) {
-      LoadRow(f.residual + p.RowStart(registry::kResidual, row), p.cols, r);
-      T* residual_out = f.residual_out + p.RowStart(registry::kResidualOut, row);
-      for (int64_t i = 0; i < p.cols; ++i) {
-        const T h = FromDouble<T>(a[i] + r[i]);
-        residual_out[i] = h;
-        a[i] = ToDouble(h);
-      }
-    }
+    LoadRmsInput(p, f, row, a, r);
     const double rstd = formula::RmsInverseRoot(p, Row(a));
     T* y = f.y + p.RowStart(registry::kY, row);
     for (int64_t i = 0; i < p.cols; ++i) {

@@ -42,16 +42,7 @@ void RmsForwardQuantized(const Problem& p, const Forward<T, float>& f, const Qua
   std::vector<float> y(static_cast<size_t>(p.cols));
   const auto* format = out.format;
   for (int64_t row = 0; row < p.rows; ++row) {
-    LoadRow(f.x + p.RowStart(registry::kX, row), p.cols, a);
-    if (f.residual) {
-      LoadRow(f.residual + p.RowStart(registry::kResidual, row), p.cols, r);
-      T* residual_out = f.residual_out + p.RowStart(registry::kResidualOut, row);
-      for (int64_t i = 0; i < p.cols; ++i) {
-        const T h = FromDouble<T>(a[i] + r[i]);
-        residual_out[i] = h;
-        a[i] = ToDouble(h);
-      }
-    }
+    LoadRmsInput(p, f, row, a, r);
     const double rstd = formula::RmsInverseRoot(p, Row(a));
     for (int64_t i = 0; i < p.cols; ++i) {
       const double bias = f.bias ? double(f.bias[i]) : 0.0;
