@@ -77,8 +77,6 @@ TEST(Extremes, OverflowingGainIsInfinite) {
 }
 
 // y = x * rstd * g + b beyond f32's range is infinite; biases and gains of any finite size are fine.
-// (Open, issue 18: where x * rstd * g overflows and a bias of the other sign would bring y back into
-// range, the kernels give inf and the reference the finite value.)
 TEST(Extremes, OverflowingOutputsAreInfinite) {
   Case c = RowCase(Op::kRmsNorm, 2, 19);
   c.bias = true;
@@ -94,6 +92,53 @@ TEST(Extremes, OverflowingOutputsAreInfinite) {
   EXPECT_EQ(ref.y.get(9), kInf);   // 2 * 0.73 * 3e38
   EXPECT_EQ(ref.y.get(4), kInf);   // 2 * 0.73 * 1.5e38 + 3e38
   EXPECT_TRUE(std::isfinite(ref.y.get(0)));  // -2 * 0.73 * 1.5e38 + 3e38
+}
+
+// Where x-hat * g passes f32's range and a bias of the other sign brings y back, the chunk is computed
+// in double: y is the reference's finite value, not the f32 product's inf. Row 0 overflows in column 7,
+// row 1 does not. RMSNorm and LayerNorm: x-hat is about -1.6 there and the gain 3e38, so every chunk is
+// looked at. pRMSNorm (k = 2): column 7 is past k, x-hat -10 and the gain 4e37, too small to overflow
+// below k, so only the columns past k are. RMSNorm's row 1 keeps the f32 epilogue's bits, (x * rstd)
+// * g + b rounded at each step, on every target: only the row that overflows takes the double path.
+// (L2-Norm cannot overflow there: its |x-hat| is at most 1.)
+TEST(Extremes, BiasBringsAnOverflowingProductBack) {
+  struct Variant {
+    Op op;
+    float partial;
+    float gain;
+  };
+  for (const Variant v : {Variant{Op::kRmsNorm, 1.0f, 3e38f}, Variant{Op::kLayerNorm, 1.0f, 3e38f},
+                          Variant{Op::kRmsNorm, 0.1f, 4e37f}}) {
+    Case c = RowCase(v.op, 2, 19);
+    c.partial = v.partial;
+    c.bias = true;
+    SCOPED_TRACE(c.Name());
+    Inputs in = ZeroInputs(c);
+    const bool past_k = v.partial < 1.0f;
+    for (int64_t i = 0; i < c.cols; ++i) {
+      // Both rows alternate +-1, with a 0 at the end; column 7 is large in row 0 and small in row 1.
+      const double sign = i % 2 ? -1.0 : 1.0;
+      const double large = past_k ? 10.0 : 1.6;
+      in.x.set(i, i == 7 ? -large : i == 18 ? 0.0 : sign);
+      in.x.set(c.cols + i, i == 7 ? -0.1 : i == 18 ? 0.0 : sign);
+      in.weight[size_t(i)] = i == 7 ? v.gain : 1.0f;
+      in.bias[size_t(i)] = i == 7 ? 3e38f : 0.25f;
+    }
+    const Outputs ref = ExpectEveryTargetMatches(c, in);
+    const double xhat = (in.x.get(7) - (ref.mean.empty() ? 0.0 : ref.mean[0])) * ref.rstd[0];
+    ASSERT_GT(std::fabs(xhat * v.gain), double(std::numeric_limits<float>::max())) << "the product must overflow f32";
+    EXPECT_TRUE(std::isfinite(ref.y.get(7))) << ref.y.get(7);
+    if (v.op != Op::kRmsNorm || past_k) continue;
+    for (int64_t target : AvailableTargets()) {
+      SCOPED_TRACE(TargetName(target));
+      const ScopedTarget scoped(target);
+      const Outputs got = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+      for (int64_t i = 0; i < c.cols; ++i) {
+        const float f32 = float(in.x.get(c.cols + i)) * got.rstd[1] * in.weight[size_t(i)] + in.bias[size_t(i)];
+        EXPECT_EQ(got.y.get(c.cols + i), f32) << i;
+      }
+    }
+  }
 }
 
 // pRMSNorm's columns past k are outside the statistic: there x * rstd can pass f32's range while the

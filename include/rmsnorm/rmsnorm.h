@@ -38,11 +38,14 @@
  *     where the saved rstd is not a positive normal f32, the saved mean is not finite, or
  *     |mean| * rstd > 128 (a mean that dwarfs the spread: its f32 rounding would shift every x-hat).
  *   - The kernels round intermediates such as x * rstd, then the gain's product, and the backward's
- *     x-hat, dy * g and their products to f32. pRMSNorm's columns past k are outside the statistic,
- *     so there x * rstd can pass f32's range while the gain or bias would bring y back (a tiny
- *     statistic and a huge element): such column chunks are computed in double, as the reference. So
- *     are LayerNorm rows whose mean is below 2^-100 (rows of subnormal values), which f32 cannot
- *     center on without shifting every x - mean.
+ *     x-hat, dy * g and their products to f32. Where the forward's x-hat = x * rstd (or
+ *     (x - mean) * rstd), or x-hat * g when a bias follows, comes within a factor of 2 of f32's
+ *     overflow while the exact y may be finite (a gain below 1 or a bias of the other sign brings it
+ *     back), that chunk of the row is computed in double, as the reference: y is +-inf only where it is
+ *     itself beyond the dtype's range. That happens in pRMSNorm's columns past k, outside the
+ *     statistic (a tiny statistic and a huge element), and with gains near f32's maximum. So are
+ *     LayerNorm rows whose mean is below 2^-100 (rows of subnormal values), which f32 cannot center on
+ *     without shifting every x - mean.
  *   - Below f32's normal range (2^-126) that rounding is absolute, and the factors applied after it
  *     scale it: on top of the relative bounds, y may be off by 2^-149 * |g|, dx by 2^-149 * rstd times
  *     the sizes of the terms it passes through, dweight by 2^-149 * (|dy| + 1) per row (the bounds of
@@ -62,8 +65,6 @@
  *     inputs) reaches it. Except in place (dx aliasing dy or x: the inputs are gone by then): there
  *     such a column keeps its f32 sum, +-inf or NaN, which can happen only where the sum over rows
  *     of the terms' magnitudes exceeds f32's maximum.
- *   Not yet (issue 18): where x * rstd * g passes f32's range and a bias of the other sign would bring
- *   y back (a huge gain): the kernels give +-inf and the reference the value.
  */
 #ifndef RMSNORM_RMSNORM_H_
 #define RMSNORM_RMSNORM_H_

@@ -57,7 +57,8 @@ class LayerNormForwardKernel {
         mean_(a.mean),
         rstd_(a.rstd),
         y_in_place_(a.y == a.x),
-        pairs_(p, static_cast<T*>(nullptr), gain, a.bias) {}
+        pairs_(p, static_cast<T*>(nullptr), gain, a.bias),
+        range_(MakeEpilogueRange<kWeight, kBias>(gain, p.cols, std::sqrt(double(p.cols)))) {}
 
   int num_phases() const { return 1; }
 
@@ -93,11 +94,16 @@ class LayerNormForwardKernel {
     const DF d;
     const VF mean_hi = hn::Set(d, s.mean.hi), mean_lo = hn::Set(d, s.mean.lo);
     const VF rstd = hn::Set(d, s.rstd);
+    const auto normalize = [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(Centered(x, mean_hi, mean_lo), rstd); };
+    // |x-hat| <= sqrt(cols): only a huge gain needs a look (see EpilogueRange).
+    if (range_.huge_gain &&
+        NearOverflow(MaxGainedMagnitude<kWeight>(d, in, kWeight ? w : nullptr, size_t(c1 - c0), normalize))) {
+      double mean, rstd_double;
+      LayerStatsDouble(x_.Row(row), p_, &mean, &rstd_double);
+      return RareForwardRow(in, out, c1 - c0, mean, rstd_double, kWeight ? w : nullptr, kBias ? b : nullptr);
+    }
     ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_,
-                                         HintsFor(plan_, y_in_place_, row, c0, x_),
-                                         [&](VF x) RMSNORM_INLINE_LAMBDA {
-                                           return hn::Mul(Centered(x, mean_hi, mean_lo), rstd);
-                                         });
+                                         HintsFor(plan_, y_in_place_, row, c0, x_), normalize);
   }
 
  private:
@@ -111,6 +117,7 @@ class LayerNormForwardKernel {
   float* rstd_;
   bool y_in_place_;
   PairedParams pairs_;  // bf16 only: see bf16_pairs-inl.h
+  EpilogueRange range_;
 };
 
 void LayerNormForwardImpl(const Problem& p, const ForwardArgs& a) { RunForward<LayerNormForwardKernel>(p, a, 2); }

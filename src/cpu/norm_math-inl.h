@@ -1,5 +1,6 @@
 // The per-vector arithmetic the norms share, compiled once per Highway target: masking the columns
-// past a limit, centering on a split mean, the gain and bias epilogue, and the parameter-gradient adds.
+// past a limit, centering on a split mean, the gain and bias epilogue and its range, the largest
+// magnitude over a range, and the parameter-gradient adds.
 // One definition of each, so that every kernel that needs one rounds it the same way (a forward and its
 // backward center x alike, every forward ends in the same epilogue).
 
@@ -12,6 +13,8 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 
 #include "cpu/convert-inl.h"
 #include "cpu/loops-inl.h"
@@ -50,6 +53,85 @@ HWY_INLINE VF ScaleShift(DF d, VF v, const float* gain, const float* bias, size_
   (void)gain, (void)bias, (void)i, (void)count;
   return v;
 }
+
+// ---- The largest magnitude over a range ------------------------------------------------------------
+//
+// A running maximum of |v|'s bits: start from hn::Zero(DI32()), add vectors with AddMagnitudes, read
+// it with MaxOfMagnitudes. |v|'s bits as integers order as the magnitudes do, with +inf above every
+// finite value and every NaN above +inf, so an integer maximum is exact, needs no order, and reports a
+// NaN anywhere (a float max would drop or keep NaN depending on the target). Functions, not a class:
+// SVE vectors cannot be members. The first count lanes of v count (a partial vector's others may hold
+// anything, NaN included).
+HWY_INLINE hn::Vec<DI32> AddMagnitudes(hn::Vec<DI32> max_bits, VF v, size_t count) {
+  const DF d;
+  const DI32 di;
+  if (HWY_UNLIKELY(count < hn::Lanes(d))) v = hn::IfThenElseZero(hn::FirstN(d, count), v);
+  return hn::Max(max_bits, hn::And(hn::BitCast(di, v), hn::Set(di, 0x7FFFFFFF)));
+}
+
+// max|v| as bits, 0 when nothing was added.
+HWY_INLINE uint32_t MaxOfMagnitudes(hn::Vec<DI32> max_bits) {
+  return static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(DI32(), max_bits)));
+}
+
+HWY_INLINE float FloatFromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// max |v_i * g_i| over [0, n) for v_i = normalize(in_i), with g_i the gain (kWeight) or 1, and 1 where
+// the gain is not finite (such a column is not finite on either path): +inf if any product is, NaN if
+// any is NaN.
+template <bool kWeight, class T, class Normalize>
+HWY_INLINE float MaxGainedMagnitude(DF d, const T* in, const float* gain, size_t n, const Normalize& normalize) {
+  auto max_bits = hn::Zero(DI32());
+  ForEachVector(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+    VF v = normalize(Load(d, in + i, count));
+    if constexpr (kWeight) {
+      const VF g = Load(d, gain + i, count);
+      v = hn::Mul(v, hn::IfThenElse(hn::IsFinite(g), g, hn::Set(d, 1.0f)));
+    } else {
+      (void)gain;
+    }
+    max_bits = AddMagnitudes(max_bits, v, count);
+  });
+  return FloatFromBits(MaxOfMagnitudes(max_bits));
+}
+
+// ---- The epilogue's range ---------------------------------------------------------------------------
+//
+// A forward's epilogue rounds v = x-hat to f32, then v * g, before the bias. Where v passes f32's range
+// a gain below 1 could bring the exact y back, and where v * g does, a bias of the other sign could:
+// the f32 epilogue gives +-inf there. A chunk where either comes within a factor of 2 of f32's
+// overflow takes the double path instead (rare_rows.h), which gives the reference's y. Below the
+// statistic's k, |v| is at most v_bound (sqrt(k) for RMSNorm and LayerNorm, 1 for L2-Norm), so those
+// columns need a look only where the gain is huge; pRMSNorm's columns past k have no bound, and need
+// one unless |v * g| <= |x| there (rstd <= 1 and gains of at most 1, or no bias). Finite gains only:
+// an infinite or NaN gain makes its column non-finite on either path.
+struct EpilogueRange {
+  float gain_factor = 1.0f;  // max(1, max finite |g|) with a bias, else 1
+  bool huge_gain = false;    // v_bound * gain_factor may reach 2^126: every column needs a look
+};
+
+template <bool kWeight, bool kBias>
+HWY_INLINE EpilogueRange MakeEpilogueRange(const float* gain, int64_t cols, double v_bound) {
+  EpilogueRange range;
+  if constexpr (kBias && kWeight) {
+    const float gain_max = MaxGainedMagnitude<false>(DF(), gain, nullptr, size_t(cols), [](VF g) RMSNORM_INLINE_LAMBDA {
+      return hn::IfThenElseZero(hn::IsFinite(g), g);
+    });
+    range.gain_factor = gain_max > 1.0f ? gain_max : 1.0f;
+    range.huge_gain = !(double(range.gain_factor) * v_bound < 0x1p126);
+  } else {
+    (void)gain, (void)cols, (void)v_bound;
+  }
+  return range;
+}
+
+// Whether a chunk whose largest |v * g| over the columns looked at is max_product (see
+// MaxGainedMagnitude) takes the double path.
+HWY_INLINE bool NearOverflow(float max_product) { return !(max_product < 0x1p127f); }
 
 // Adds a vector into an f32 accumulator row (the parameter-gradient partials).
 HWY_INLINE void AccumulateInto(DF d, VF v, float* p, size_t count) {

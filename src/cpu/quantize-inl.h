@@ -28,6 +28,7 @@
 #include <limits>
 
 #include "cpu/convert-inl.h"
+#include "cpu/norm_math-inl.h"
 #include "hwy/highway.h"
 #include "ref/quant_formats.h"
 #include "rmsnorm/rmsnorm.hpp"
@@ -81,34 +82,6 @@ HWY_INLINE void StoreBytes(D d, hn::Vec<D> v, hn::TFromD<D>* q, size_t i, size_t
   (void)stream;
   StoreUpTo(d, v, q + i, count);
 }
-
-HWY_INLINE float FloatFromBits(uint32_t bits) {
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-}  // namespace quantize_detail
-
-// The running maximum of |y|'s bits over a row, for the quantizers' scales: start from
-// hn::Zero(DI32()), add vectors with AddMagnitudes, read it with MaxOfMagnitudes. |y|'s bits as
-// integers order as the magnitudes do, with +inf above every finite value and every NaN above +inf,
-// so an integer maximum is exact, needs no order, and reports a NaN anywhere (a float max would drop
-// or keep NaN depending on the target). Functions, not a class: SVE vectors cannot be members.
-// The first count lanes of y count (a partial vector's others may hold anything, NaN included).
-HWY_INLINE hn::Vec<DI32> AddMagnitudes(hn::Vec<DI32> max_bits, VF y, size_t count) {
-  const DF d;
-  const DI32 di;
-  if (HWY_UNLIKELY(count < hn::Lanes(d))) y = hn::IfThenElseZero(hn::FirstN(d, count), y);
-  return hn::Max(max_bits, hn::And(hn::BitCast(di, y), hn::Set(di, 0x7FFFFFFF)));
-}
-
-// max|y| as bits, 0 when nothing was added.
-HWY_INLINE uint32_t MaxOfMagnitudes(hn::Vec<DI32> max_bits) {
-  return static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(DI32(), max_bits)));
-}
-
-namespace quantize_detail {
 
 // The bits of max|y_i| over [0, n) (0 for n = 0).
 HWY_INLINE uint32_t MaxMagnitudeBits(const float* y, size_t n) {

@@ -12,6 +12,7 @@
 #include "hwy/highway.h"
 #include "cpu/convert-inl.h"
 #include "cpu/loops-inl.h"
+#include "cpu/norm_math-inl.h"
 #include "cpu/sums-inl.h"
 #include "cpu/row_groups-inl.h"
 #include "cpu/bf16_pairs-inl.h"
@@ -57,7 +58,8 @@ class RmsForwardKernel {
         h_(static_cast<T*>(a.residual_out), p, registry::kResidualOut),
         rstd_(a.rstd),
         y_in_place_(a.y == a.x || a.y == a.residual),
-        pairs_(p, static_cast<T*>(nullptr), gain, a.bias) {}
+        pairs_(p, static_cast<T*>(nullptr), gain, a.bias),
+        range_(MakeEpilogueRange<kWeight, kBias>(gain, p.cols, std::sqrt(double(p.divisor)))) {}
 
   int num_phases() const { return 1; }
 
@@ -99,7 +101,7 @@ class RmsForwardKernel {
     const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
     if (s.rare) return RareForwardRow(in, out, c1 - c0, 0.0, s.rare_rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
-    if (TailOverflows(in, c0, c1, s.rstd))
+    if (NeedsDouble(in, w, c0, c1, s.rstd))
       return RareForwardRow(in, out, c1 - c0, 0.0, RmsInverseRootDouble(Input(row), p_), kWeight ? w : nullptr,
                             kBias ? b : nullptr);
     const DF d;
@@ -114,22 +116,19 @@ class RmsForwardKernel {
 
   // Also the quantized kernel's (below).
  protected:
-  // pRMSNorm's columns past k are outside the statistic, so nothing bounds x * rstd there: an element
-  // far above the first k can take it beyond f32 where the gain (or a bias) would bring y back. Such a
-  // chunk takes the rare path. The columns below k need no look (|x| * rstd <= sqrt(k) there), nor do
-  // rows with rstd <= 1 (|x| * rstd <= |x|), so RMSNorm and L2-Norm never scan, and pRMSNorm only
-  // reads the past-k part of the chunk, which the output pass then finds in cache. Fixed chunks: the
-  // choice does not depend on the thread count.
-  bool TailOverflows(const T* in, int64_t c0, int64_t c1, float rstd) const {
-    if (p_.k >= c1 || !(rstd > 1.0f)) return false;
-    const int64_t from = std::max(c0, p_.k) - c0;
+  // Whether the chunk takes the double path for its epilogue's range (see EpilogueRange). It looks at
+  // pRMSNorm's columns past k unless |x * rstd * g| <= |x| there, and at every column where the gain
+  // is huge: RMSNorm and L2-Norm never look for ordinary gains, and pRMSNorm reads only the past-k part
+  // of the chunk, which the output pass then finds in cache. Fixed chunks: the choice does not depend
+  // on the thread count. w: the chunk's gain.
+  bool NeedsDouble(const T* in, const float* w, int64_t c0, int64_t c1, float rstd) const {
+    const int64_t from = range_.huge_gain ? c0 : std::max(c0, p_.k);
+    if (from >= c1 || (!range_.huge_gain && rstd <= 1.0f && range_.gain_factor <= 1.0f)) return false;
     const DF d;
-    VF max = hn::Zero(d);
-    ForEachVector(d, size_t(c1 - c0 - from), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-      max = hn::Max(max, hn::Abs(Load(d, in + from + i, count)));
-    });
-    // Within a factor 2 of the overflow: the f32 rstd and the rounding of x * rstd are not exact.
-    return double(hn::GetLane(hn::MaxOfLanes(d, max))) * double(rstd) >= 0x1p127;
+    const VF r = hn::Set(d, rstd);
+    const int64_t skip = from - c0;
+    return NearOverflow(MaxGainedMagnitude<kWeight>(d, in + skip, kWeight ? w + skip : nullptr, size_t(c1 - from),
+                                                    [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, r); }));
   }
 
  private:
@@ -144,6 +143,7 @@ class RmsForwardKernel {
   float* rstd_;
   bool y_in_place_;
   PairedParams pairs_;  // bf16 only: see bf16_pairs-inl.h
+  EpilogueRange range_;
 };
 
 template <class T, bool kWeight, bool kBias>
@@ -195,7 +195,7 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
     const float* w = gain_ + (kWeight ? c0 : 0);
     const float* b = bias_ + (kBias ? c0 : 0);
     auto max = hn::Zero(DI32());  // |y|'s bits over the chunk, for the row's scale (AddMagnitudes)
-    if (s.rare || this->TailOverflows(in, c0, c1, s.rstd)) {
+    if (s.rare || this->NeedsDouble(in, w, c0, c1, s.rstd)) {
       const double rstd = s.rare ? s.rare_rstd : RmsInverseRootDouble(input_.Row(row), p_);
       RareForwardRow(in, y + c0, c1 - c0, 0.0, rstd, kWeight ? w : nullptr, kBias ? b : nullptr);
       ForEachVector(DF(), size_t(c1 - c0), [&](size_t i, size_t count) {
