@@ -342,6 +342,30 @@ std::vector<QuantCase> AllCases() {
 
 size_t RowBytes(const QuantCase& qc) { return size_t(qc.QCols()) * Format(qc.format).unit_bytes; }
 
+// The quantized forward on every target: the same bits on each (q, scales, rstd, residual_out), and
+// nothing written between q's rows. Returns the first target's.
+QuantResult QuantizedOnEveryTarget(const QuantCase& qc, const Inputs& in) {
+  QuantResult first;
+  bool have_first = false;
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    const QuantResult got = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
+    EXPECT_TRUE(got.gaps_untouched) << TargetName(target) << " wrote outside q's rows";
+    if (!have_first) {
+      first = got;
+      have_first = true;
+      continue;
+    }
+    EXPECT_EQ(got.q, first.q) << TargetName(target);
+    EXPECT_EQ(std::memcmp(got.scales.data(), first.scales.data(), got.scales.size() * sizeof(float)), 0)
+        << TargetName(target);
+    EXPECT_EQ(std::memcmp(got.rstd.data(), first.rstd.data(), got.rstd.size() * sizeof(float)), 0)  // NaN rows too
+        << TargetName(target);
+    if (qc.add) EXPECT_TRUE(got.residual_out.BitwiseEqual(first.residual_out)) << TargetName(target);
+  }
+  return first;
+}
+
 TEST(Quantized, EveryFormatDtypeAndLayoutOnEveryTarget) {
   size_t one_step = 0;
   for (const QuantCase& qc : AllCases()) {
@@ -349,23 +373,7 @@ TEST(Quantized, EveryFormatDtypeAndLayoutOnEveryTarget) {
     const Inputs in = MakeQuantInputs(qc);
     const int64_t cols = qc.Cols();
     // The kernels on every target, and the layout's twin, give the same bits.
-    QuantResult first;
-    bool have_first = false;
-    for (int64_t target : AvailableTargets()) {
-      ScopedTarget scoped(target);
-      const QuantResult got = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
-      EXPECT_TRUE(got.gaps_untouched) << TargetName(target) << " wrote outside q's rows";
-      if (!have_first) {
-        first = got;
-        have_first = true;
-        continue;
-      }
-      EXPECT_EQ(got.q, first.q) << TargetName(target);
-      EXPECT_EQ(std::memcmp(got.scales.data(), first.scales.data(), got.scales.size() * sizeof(float)), 0)
-          << TargetName(target);
-      EXPECT_EQ(got.rstd, first.rstd) << TargetName(target);
-      if (qc.add) EXPECT_TRUE(got.residual_out.BitwiseEqual(first.residual_out)) << TargetName(target);
-    }
+    const QuantResult first = QuantizedOnEveryTarget(qc, in);
     QuantCase twin = qc;
     twin.strided = !qc.strided;
     const QuantResult other_layout = RunQuantized(twin, in, RMSNORM_BACKEND_AUTO);
@@ -470,20 +478,7 @@ TEST(Quantized, RareAndNonFiniteRowsAreThePlainForwardQuantized) {
           in.x.set(4 * cols + i, in.x.get(4 * cols + i) * 1e-30);  // a row below eps
           in.residual.set(4 * cols + i, in.residual.get(4 * cols + i) * 1e-30);
         }
-        QuantResult first;
-        bool have_first = false;
-        for (int64_t target : AvailableTargets()) {
-          ScopedTarget scoped(target);
-          const QuantResult got = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
-          if (!have_first) {
-            first = got;
-            have_first = true;
-            continue;
-          }
-          EXPECT_EQ(got.q, first.q) << TargetName(target);
-          EXPECT_EQ(std::memcmp(got.scales.data(), first.scales.data(), got.scales.size() * sizeof(float)), 0)
-              << TargetName(target);
-        }
+        const QuantResult first = QuantizedOnEveryTarget(qc, in);
         const F32Rows f32 = NormalizedRowsInF32(qc, in, first);
         const Outputs kernel_y = RunForward(f32.c, f32.in, RMSNORM_BACKEND_AUTO);
         size_t one_step = 0;

@@ -88,6 +88,19 @@ const Tensor* Find(const Call& call, registry::Tensor which);
 RowTensor RowsAt(const Call& call, const std::vector<uint8_t>& arena, const Tensor* t);
 Op NormOf(const registry::OpInfo& op);
 
+// The test case of a call's config (its tensors are the caller's to add).
+Case CaseOf(const Call& call) {
+  Case c;
+  c.op = NormOf(*call.op);
+  c.dtype = call.config.dtype;
+  c.rows = call.config.rows;
+  c.cols = call.config.cols;
+  c.partial = call.config.partial;
+  c.eps = call.config.eps;
+  c.weight_offset = call.config.weight_offset;
+  return c;
+}
+
 // A backward's saved statistics, as the contract has them: the forward's mean and rstd for the call's
 // x, eps and partial (the reference's forward), written into their buffers once the data is in place.
 // `scale` < 160 keeps rstd as it is; above, rstd is multiplied by a factor from 1/2 to 2. Statistics
@@ -108,13 +121,7 @@ void SaveForwardStatistics(Call& call, uint8_t scale) {
   if (!call.saved_stats_in_contract || !ConfigValid(call) || call.config.rows == 0) return;
   const Tensor* x = Find(call, registry::kX);
   if (x == nullptr) return;  // refused
-  Case c;
-  c.op = NormOf(*call.op);
-  c.dtype = call.config.dtype;
-  c.rows = call.config.rows;
-  c.cols = call.config.cols;
-  c.partial = call.config.partial;
-  c.eps = call.config.eps;
+  Case c = CaseOf(call);
   c.weight = c.bias = false;
   Inputs in;
   in.x = RowsAt(call, call.arena, x);
@@ -404,14 +411,7 @@ bool WideCase(const Case& c, const Inputs& in, const Outputs& forward, Case* wid
 
 // Compares an accepted call's outputs, read from `after`, with the reference's on the inputs in `before`.
 void CheckAgainstReference(const Call& call, const std::vector<uint8_t>& before, const std::vector<uint8_t>& after) {
-  Case c;
-  c.op = NormOf(*call.op);
-  c.dtype = call.config.dtype;
-  c.rows = call.config.rows;
-  c.cols = call.config.cols;
-  c.partial = call.config.partial;
-  c.eps = call.config.eps;
-  c.weight_offset = call.config.weight_offset;
+  Case c = CaseOf(call);
   c.weight = Find(call, registry::kWeight) != nullptr;
   Inputs in;
   in.x = RowsAt(call, before, Find(call, registry::kX));
