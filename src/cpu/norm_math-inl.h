@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "cpu/convert-inl.h"
 #include "cpu/loops-inl.h"
@@ -118,9 +119,15 @@ template <bool kWeight, bool kBias>
 HWY_INLINE EpilogueRange MakeEpilogueRange(const float* gain, int64_t cols, double v_bound) {
   EpilogueRange range;
   if constexpr (kBias && kWeight) {
-    const float gain_max = MaxGainedMagnitude<false>(DF(), gain, nullptr, size_t(cols), [](VF g) RMSNORM_INLINE_LAMBDA {
-      return hn::IfThenElseZero(hn::IsFinite(g), g);
-    });
+    // One integer maximum of |g|'s bits per vector; a second pass without the non-finite gains only
+    // where there are some.
+    const DF d;
+    float gain_max = MaxGainedMagnitude<false>(d, gain, nullptr, size_t(cols), [](VF g) RMSNORM_INLINE_LAMBDA { return g; });
+    if (!(gain_max <= std::numeric_limits<float>::max())) {
+      gain_max = MaxGainedMagnitude<false>(d, gain, nullptr, size_t(cols), [](VF g) RMSNORM_INLINE_LAMBDA {
+        return hn::IfThenElseZero(hn::IsFinite(g), g);
+      });
+    }
     range.gain_factor = gain_max > 1.0f ? gain_max : 1.0f;
     range.huge_gain = !(double(range.gain_factor) * v_bound < 0x1p126);
   } else {
