@@ -75,6 +75,25 @@ HWY_INLINE uint32_t MaxOfMagnitudes(hn::Vec<DI32> max_bits) {
   return static_cast<uint32_t>(hn::GetLane(hn::MaxOfLanes(DI32(), max_bits)));
 }
 
+// The bits of max|v_i| over [0, n) (0 for n = 0). Four running maxima, so that a long range is not one
+// chain of dependent maxima.
+HWY_INLINE uint32_t MaxMagnitudeBits(const float* v, size_t n) {
+  const DF d;
+  const DI32 di;
+  const size_t N = hn::Lanes(d);
+  const auto magnitude = hn::Set(di, 0x7FFFFFFF);
+  auto max0 = hn::Zero(di), max1 = hn::Zero(di), max2 = hn::Zero(di), max3 = hn::Zero(di);
+  size_t i = 0;
+  for (; i + 4 * N <= n; i += 4 * N) {
+    max0 = hn::Max(max0, hn::And(hn::BitCast(di, hn::LoadU(d, v + i)), magnitude));
+    max1 = hn::Max(max1, hn::And(hn::BitCast(di, hn::LoadU(d, v + i + N)), magnitude));
+    max2 = hn::Max(max2, hn::And(hn::BitCast(di, hn::LoadU(d, v + i + 2 * N)), magnitude));
+    max3 = hn::Max(max3, hn::And(hn::BitCast(di, hn::LoadU(d, v + i + 3 * N)), magnitude));
+  }
+  for (; i < n; i += N) max0 = AddMagnitudes(max0, Load(d, v + i, HWY_MIN(N, n - i)), HWY_MIN(N, n - i));
+  return MaxOfMagnitudes(hn::Max(hn::Max(max0, max1), hn::Max(max2, max3)));
+}
+
 HWY_INLINE float FloatFromBits(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
@@ -119,12 +138,11 @@ template <bool kWeight, bool kBias>
 HWY_INLINE EpilogueRange MakeEpilogueRange(const float* gain, int64_t cols, double v_bound) {
   EpilogueRange range;
   if constexpr (kBias && kWeight) {
-    // One integer maximum of |g|'s bits per vector; a second pass without the non-finite gains only
-    // where there are some.
-    const DF d;
-    float gain_max = MaxGainedMagnitude<false>(d, gain, nullptr, size_t(cols), [](VF g) RMSNORM_INLINE_LAMBDA { return g; });
+    // An integer maximum of |g|'s bits; a second pass without the non-finite gains only where there
+    // are some.
+    float gain_max = FloatFromBits(MaxMagnitudeBits(gain, size_t(cols)));
     if (!(gain_max <= std::numeric_limits<float>::max())) {
-      gain_max = MaxGainedMagnitude<false>(d, gain, nullptr, size_t(cols), [](VF g) RMSNORM_INLINE_LAMBDA {
+      gain_max = MaxGainedMagnitude<false>(DF(), gain, nullptr, size_t(cols), [](VF g) RMSNORM_INLINE_LAMBDA {
         return hn::IfThenElseZero(hn::IsFinite(g), g);
       });
     }

@@ -83,13 +83,6 @@ HWY_INLINE void StoreBytes(D d, hn::Vec<D> v, hn::TFromD<D>* q, size_t i, size_t
   StoreUpTo(d, v, q + i, count);
 }
 
-// The bits of max|y_i| over [0, n) (0 for n = 0).
-HWY_INLINE uint32_t MaxMagnitudeBits(const float* y, size_t n) {
-  auto max_bits = hn::Zero(DI32());
-  ForEachVectorOf(n, [&](size_t i, size_t count) { max_bits = AddMagnitudes(max_bits, LoadUpTo(DF(), y + i, count), count); });
-  return MaxOfMagnitudes(max_bits);
-}
-
 // 1 / scale is normal (and correctly rounded) only for normal scales up to 2^126.
 HWY_INLINE bool ReciprocalIsNormal(float scale) {
   const float magnitude = std::fabs(scale);
@@ -228,7 +221,7 @@ inline void QuantizeInt8Row(const float* y, int64_t n, uint32_t max_bits, int8_t
   Int8Values<true>(y, count, row_scale, q, stream);
 }
 inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) {
-  QuantizeInt8Row(y, n, quantize_detail::MaxMagnitudeBits(y, static_cast<size_t>(n)), q, scale);
+  QuantizeInt8Row(y, n, MaxMagnitudeBits(y, static_cast<size_t>(n)), q, scale);
 }
 
 // y: (n) f32 -> q: (n) OCP E4M3FN bytes, with y ~ decode(q) * scale; *scale_inout: f32.
