@@ -154,9 +154,11 @@ HWY_INLINE EpilogueRange MakeEpilogueRange(const float* gain, int64_t cols, doub
   return range;
 }
 
-// Whether a chunk whose largest |v * g| over the columns looked at is max_product (see
-// MaxGainedMagnitude) takes the double path.
-HWY_INLINE bool NearOverflow(float max_product) { return !(max_product < 0x1p127f); }
+// Whether a chunk takes the double path: max_product is the largest |v * g| over the columns looked
+// at (see MaxGainedMagnitude), or the largest |v| with the gain's bound as `factor`.
+HWY_INLINE bool NearOverflow(float max_product, float factor = 1.0f) {
+  return !(double(max_product) * double(factor) < 0x1p127);
+}
 
 // Adds a vector into an f32 accumulator row (the parameter-gradient partials).
 HWY_INLINE void AccumulateInto(DF d, VF v, float* p, size_t count) {

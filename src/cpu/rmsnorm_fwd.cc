@@ -116,19 +116,22 @@ class RmsForwardKernel {
 
   // Also the quantized kernel's (below).
  protected:
-  // Whether the chunk takes the double path for its epilogue's range (see EpilogueRange). It looks at
-  // pRMSNorm's columns past k unless |x * rstd * g| <= |x| there, and at every column where the gain
-  // is huge: RMSNorm and L2-Norm never look for ordinary gains, and pRMSNorm reads only the past-k part
-  // of the chunk, which the output pass then finds in cache. Fixed chunks: the choice does not depend
-  // on the thread count. w: the chunk's gain.
+  // Whether the chunk takes the double path for its epilogue's range (see EpilogueRange). Where the
+  // gain is huge it looks at every column's x * rstd * g. Otherwise only pRMSNorm's columns past k can
+  // get there, unless |x * rstd * g| <= |x| (rstd <= 1 and a gain factor of 1): it takes their largest
+  // |x * rstd| times the gain factor, a bound that is enough for rows this rare, and reads only the
+  // past-k part of the chunk, which the output pass then finds in cache. RMSNorm and L2-Norm never
+  // look for ordinary gains. Fixed chunks: the choice does not depend on the thread count.
+  // w: the chunk's gain.
   bool NeedsDouble(const T* in, const float* w, int64_t c0, int64_t c1, float rstd) const {
-    const int64_t from = range_.huge_gain ? c0 : std::max(c0, p_.k);
-    if (from >= c1 || (!range_.huge_gain && rstd <= 1.0f && range_.gain_factor <= 1.0f)) return false;
     const DF d;
     const VF r = hn::Set(d, rstd);
-    const int64_t skip = from - c0;
-    return NearOverflow(MaxGainedMagnitude<kWeight>(d, in + skip, kWeight ? w + skip : nullptr, size_t(c1 - from),
-                                                    [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, r); }));
+    const auto normalize = [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, r); };
+    if (range_.huge_gain) return NearOverflow(MaxGainedMagnitude<kWeight>(d, in, w, size_t(c1 - c0), normalize));
+    const int64_t from = std::max(c0, p_.k);
+    if (from >= c1 || (rstd <= 1.0f && range_.gain_factor <= 1.0f)) return false;
+    return NearOverflow(MaxGainedMagnitude<false>(d, in + (from - c0), nullptr, size_t(c1 - from), normalize),
+                        range_.gain_factor);
   }
 
  private:
