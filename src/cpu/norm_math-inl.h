@@ -125,10 +125,10 @@ HWY_INLINE float MaxGainedMagnitude(DF d, const T* in, const float* gain, size_t
 // a gain below 1 could bring the exact y back, and where v * g does, a bias of the other sign could:
 // the f32 epilogue gives +-inf there. A chunk where either comes within a factor of 2 of f32's
 // overflow takes the double path instead (rare_rows.h), which gives the reference's y. Below the
-// statistic's k, |v| is at most v_bound (sqrt(k) for RMSNorm and LayerNorm, 1 for L2-Norm), so those
-// columns need a look only where the gain is huge; pRMSNorm's columns past k have no bound, and need
-// one unless |v * g| <= |x| there (rstd <= 1 and gains of at most 1, or no bias). Finite gains only:
-// an infinite or NaN gain makes its column non-finite on either path.
+// statistic's k, |v| is at most v_bound (sqrt(k) for RMSNorm and pRMSNorm, 1 for L2-Norm, sqrt(cols)
+// for LayerNorm), so those columns need a look only where the gain is huge; pRMSNorm's columns past k
+// have no bound, and need one unless |v * g| <= |x| there (rstd <= 1 and gains of at most 1, or no
+// bias). Finite gains only: an infinite or NaN gain makes its column non-finite on either path.
 struct EpilogueRange {
   float gain_factor = 1.0f;  // max(1, max finite |g|) with a bias, else 1
   bool huge_gain = false;    // v_bound * gain_factor may reach 2^126: every column needs a look
