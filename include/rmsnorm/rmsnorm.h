@@ -56,6 +56,11 @@
  *     within a factor of 2 of the forward's. Other values are accepted and memory-safe (nothing is
  *     written outside the outputs), but the kernels' results may then differ from the reference's
  *     beyond rounding: x-hat * c may pass f32's range before rstd would scale it back, giving +-inf.
+ *     Within the contract a row whose backward coefficient c (LayerNorm's mean(u * x-hat)) times
+ *     2 sqrt(k) nears f32's maximum is computed in double, so x-hat * c cannot leave f32's range.
+ *   Not yet (issue 18): the backward rounds u = dy * g - x-hat * c (LayerNorm: u - mean(u) - ...) to
+ *   f32 before rstd scales it, so where a term near f32's maximum (|dy * g| above about 2^126) meets
+ *   one of the other sign, dx may be +-inf where rstd would bring the exact value back.
  *   - dweight and dbias sum each row's term (dy * x-hat, dy) in f32 within a block of rows, then the
  *     blocks in double. A column whose f32 sum leaves f32's range on the way (terms near f32's
  *     maximum: dy = 1e38 in one row and -1e38 in the next, or x-hat beyond f32 in pRMSNorm's columns

@@ -65,7 +65,8 @@ class LayerNormBackwardKernel {
         mean_(a.mean),
         rstd_(a.rstd),
         dx_(static_cast<T*>(a.dx), p, registry::kDx),
-        dx_in_place_(a.dx == a.dy || a.dx == a.x) {}
+        dx_in_place_(a.dx == a.dy || a.dx == a.x),
+        xhat_bound_(2.0 * std::sqrt(double(p.cols))) {}
 
   int num_phases() const { return recompute() ? 2 : 1; }
 
@@ -114,8 +115,11 @@ class LayerNormBackwardKernel {
     SplitMean mean;
     float rstd;
     const double mean_u = s.sum_u / double(p_.cols), mean_u_xhat = s.sum_u_xhat / double(p_.cols);
+    // |x-hat| <= xhat_bound_ for the forward's statistics or an rstd within a factor of 2 of them (the
+    // header's contract), so x-hat * mean(u x-hat) stays in f32's range unless that mean is near its
+    // top; such a row, or one whose means are not finite, is computed in double.
     if (FastStats(row, s, &mean, &rstd) && std::isfinite(static_cast<float>(mean_u)) &&
-        std::isfinite(static_cast<float>(mean_u_xhat))) {
+        std::fabs(mean_u_xhat) * xhat_bound_ < 0x1p126) {
       s.mean = mean;
       s.rstd = rstd;
       s.mean_u = static_cast<float>(mean_u);
@@ -217,6 +221,7 @@ class LayerNormBackwardKernel {
   const float* rstd_;
   RowTensor<T> dx_;
   bool dx_in_place_;
+  double xhat_bound_;  // 2 sqrt(cols)
 };
 
 void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) { RunBackward<LayerNormBackwardKernel>(p, a); }

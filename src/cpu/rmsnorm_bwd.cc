@@ -64,7 +64,8 @@ class RmsBackwardKernel {
         gain_(gain),
         rstd_(a.rstd),
         dx_(static_cast<T*>(a.dx), p, registry::kDx),
-        dx_in_place_(a.dx == a.dy || a.dx == a.x) {}
+        dx_in_place_(a.dx == a.dy || a.dx == a.x),
+        xhat_bound_(2.0 * std::sqrt(double(p.divisor))) {}
 
   int num_phases() const { return recompute() ? 2 : 1; }
 
@@ -106,7 +107,10 @@ class RmsBackwardKernel {
     }
     float rstd;
     const double c = s.dot / double(p_.divisor);
-    if (FastRstd(row, s, &rstd) && std::isfinite(c) && std::isfinite(static_cast<float>(c))) {
+    // Below k, |x-hat| <= xhat_bound_ for the forward's rstd or one within a factor of 2 of it (the
+    // header's contract), so x-hat * c stays in f32's range unless |c| is near its top; such a row, or
+    // one whose c is not finite, is computed in double.
+    if (FastRstd(row, s, &rstd) && std::fabs(c) * xhat_bound_ < 0x1p126) {
       s.rstd = rstd;
       s.c = static_cast<float>(c);
       return;
@@ -192,6 +196,7 @@ class RmsBackwardKernel {
   const float* rstd_;
   RowTensor<T> dx_;
   bool dx_in_place_;
+  double xhat_bound_;  // 2 sqrt(divisor)
 };
 
 void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) { RunBackward<RmsBackwardKernel>(p, a); }
