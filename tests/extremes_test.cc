@@ -172,6 +172,38 @@ TEST(Extremes, PartialRmsNormBeyondF32PastK) {
   }
 }
 
+// The backward's x-hat * c can pass f32's range where the sum c is taken over one column (k = 1) and
+// the saved rstd is twice the forward's, as the contract allows: x-hat = 2, u = 1e38, c = 2e38 and
+// x-hat * c = 4e38, though dx = rstd * (u - x-hat * c) is -6e13. Such a row is computed in double
+// (tests/fuzz/regressions/prms_backward_xhat_times_c_overflows_with_rstd_twice_the_forwards). Row 1 is
+// ordinary. (With more columns in the sum, its f32 partial sums overflow first, which already sends
+// the row to double.)
+TEST(Extremes, BackwardCoefficientNearF32MaxIsComputedInDouble) {
+  for (float partial : {1.0f, 0.125f}) {
+    Case c = RowCase(Op::kRmsNorm, 2, partial < 1.0f ? 8 : 1);
+    c.partial = partial;  // k = 1 either way
+    SCOPED_TRACE(c.Name());
+    Inputs in = ZeroInputs(c);
+    for (int64_t i = 0; i < c.cols; ++i) {
+      in.x.set(i, 1e25 * (1.0 + 0.25 * double(i)));
+      in.dy.set(i, i == 0 ? 1e38 : 0.5);
+      in.x.set(c.cols + i, 1.0 + 0.5 * double(i));
+      in.dy.set(c.cols + i, -0.25);
+    }
+    Outputs saved = RunForward(c, in, RMSNORM_BACKEND_REFERENCE);
+    for (float& rstd : saved.rstd) rstd *= 2.0f;
+    const Outputs ref = RunBackward(c, in, &saved, RMSNORM_BACKEND_REFERENCE);
+    ASSERT_TRUE(std::isfinite(ref.dx.get(0))) << ref.dx.get(0);
+    const Tolerances tolerance = BackwardTolerances(c, in, saved);
+    for (int64_t target : AvailableTargets()) {
+      SCOPED_TRACE(TargetName(target));
+      const ScopedTarget scoped(target);
+      const Outputs got = RunBackward(c, in, &saved, RMSNORM_BACKEND_AUTO);
+      EXPECT_EQ("", Compare("dx", Values(got.dx), Values(ref.dx), tolerance.dx));
+    }
+  }
+}
+
 // ---- Intermediates below f32's normal range --------------------------------------------------------
 
 // x * rstd is rounded to f32 before the gain: below 2^-126 that rounding is absolute, and y may be off
