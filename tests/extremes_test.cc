@@ -208,6 +208,38 @@ TEST(Extremes, BackwardCoefficientNearF32MaxIsComputedInDouble) {
   }
 }
 
+// Gradients near f32's top: u = dy * g is finite, and so are the row's sums, but u - mean(u)
+// (LayerNorm) or u - x-hat * c (RMSNorm) passes f32's range before rstd = 0.1 brings dx back. Row 0:
+// x = +-10, so x-hat = +-1, and u_0 = -+3.3e38 with the other columns such that the intermediate of
+// dx_0 is 3.4e38 or more: RMSNorm's c = -1.4e37, LayerNorm's mean(u) = 3e37 (and mean(u x-hat) = 0).
+// The f32 path gives +-inf there; a row with |u| at 2^126 or more is computed in double. Row 1 is
+// ordinary.
+TEST(Extremes, BackwardGradientNearF32MaxIsComputedInDouble) {
+  for (Op op : {Op::kRmsNorm, Op::kLayerNorm}) {
+    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16}) {
+      Case c = RowCase(op, 2, 8);
+      c.dtype = dtype;
+      SCOPED_TRACE(c.Name());
+      Inputs in = ZeroInputs(c);
+      const bool layer = op == Op::kLayerNorm;
+      for (int64_t i = 0; i < c.cols; ++i) {
+        const double xhat = i % 2 ? -1.0 : 1.0;
+        in.x.set(i, 10.0 * xhat);
+        in.dy.set(i, layer ? (i == 0 ? -3.3e38 : i % 2 ? 3e37 : 1.5e38) : (i == 0 ? 3.3e38 : -6.3e37 * xhat));
+        in.x.set(c.cols + i, 1.0 + 0.5 * double(i));
+      }
+      double sum_u = 0.0, sum_u_xhat = 0.0;
+      for (int64_t i = 0; i < c.cols; ++i) sum_u += in.dy.get(i), sum_u_xhat += in.dy.get(i) * (i % 2 ? -1.0 : 1.0);
+      const double want = 0.1 * (in.dy.get(0) - (layer ? sum_u / 8.0 : 0.0) - sum_u_xhat / 8.0);
+      ASSERT_GE(std::fabs(want), 0.1 * 3.4e38);  // the f32 intermediate overflows
+      const Outputs saved = RunForward(c, in, RMSNORM_BACKEND_REFERENCE);
+      const Outputs ref = ExpectBackwardOnEveryTargetMatches(c, in, saved);
+      const double tolerance = dtype == RMSNORM_BF16 ? 0x1p-8 : 1e-6;  // dx's rounding to its dtype
+      EXPECT_NEAR(ref.dx.get(0), want, tolerance * std::fabs(want));
+    }
+  }
+}
+
 // ---- Intermediates below f32's normal range --------------------------------------------------------
 
 // x * rstd is rounded to f32 before the gain: below 2^-126 that rounding is absolute, and y may be off

@@ -58,9 +58,9 @@
  *     beyond rounding: x-hat * c may pass f32's range before rstd would scale it back, giving +-inf.
  *     Within the contract a row whose backward coefficient c (LayerNorm's mean(u * x-hat)) times
  *     2 sqrt(k) nears f32's maximum is computed in double, so x-hat * c cannot leave f32's range.
- *   Not yet (issue 18): the backward rounds u = dy * g - x-hat * c (LayerNorm: u - mean(u) - ...) to
- *   f32 before rstd scales it, so where a term near f32's maximum (|dy * g| above about 2^126) meets
- *   one of the other sign, dx may be +-inf where rstd would bring the exact value back.
+ *     So is a row where some |u| = |dy * g| reaches 2^126: u - x-hat * c (LayerNorm's
+ *     u - mean(u) - x-hat * mean(u * x-hat)) could pass f32's range there before rstd < 1 scales it
+ *     back. dx is then +-inf only where it is itself beyond the dtype's range.
  *   - dweight and dbias sum each row's term (dy * x-hat, dy) in f32 within a block of rows, then the
  *     blocks in double. A column whose f32 sum leaves f32's range on the way (terms near f32's
  *     maximum: dy = 1e38 in one row and -1e38 in the next, or x-hat beyond f32 in pRMSNorm's columns

@@ -17,6 +17,7 @@
 #include "cpu/norm_math-inl.h"
 #include "cpu/row_groups-inl.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "cpu/cpu.h"
@@ -37,6 +38,7 @@ struct LayerNormBackwardState {
   float rstd = 0.0f;
   double sum_u = 0.0;
   double sum_u_xhat = 0.0;
+  uint32_t max_u_bits = 0;  // max|u| as bits (see AddMagnitudes)
   float mean_u = 0.0f;
   float mean_u_xhat = 0.0f;
   bool rare = false;  // computed in double: see rare_rows.h
@@ -47,6 +49,7 @@ struct LayerNormBackwardPartial {
   Moments moments;
   double sum_u = 0.0;
   double sum_u_xhat = 0.0;
+  uint32_t max_u_bits = 0;
 };
 
 // dy, x, dx: (rows, cols) in T; weight: (cols) f32; mean, rstd: (rows) f32, or both null (recompute).
@@ -85,16 +88,19 @@ class LayerNormBackwardKernel {
     const T* dy = dy_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
     float sum_u, sum_u_xhat;
+    auto max_u = hn::Zero(DI32());
     Sum2(
         d, size_t(c1 - c0),
         [&](size_t i, size_t count, VF& u, VF& u_xhat) RMSNORM_INLINE_LAMBDA {
           u = hn::Mul(Load(d, dy + i, count), Gain<kWeight>(d, w, i, count));
           const VF xhat = hn::Mul(Centered(Load(d, x + i, count), mean_hi, mean_lo), r);
           u_xhat = hn::Mul(u, xhat);  // u is 0 past count
+          max_u = AddMagnitudes(max_u, u, count);
         },
         &sum_u, &sum_u_xhat);
     partial.sum_u = sum_u;
     partial.sum_u_xhat = sum_u_xhat;
+    partial.max_u_bits = MaxOfMagnitudes(max_u);
     return partial;
   }
 
@@ -102,6 +108,7 @@ class LayerNormBackwardKernel {
     if (IsStatsPhase(phase)) return FoldMoments(s.moments, part.moments);
     s.sum_u += part.sum_u;
     s.sum_u_xhat += part.sum_u_xhat;
+    s.max_u_bits = std::max(s.max_u_bits, part.max_u_bits);
   }
 
   void Finish(int phase, int64_t row, State& s) const {
@@ -116,10 +123,12 @@ class LayerNormBackwardKernel {
     float rstd;
     const double mean_u = s.sum_u / double(p_.cols), mean_u_xhat = s.sum_u_xhat / double(p_.cols);
     // |x-hat| <= xhat_bound_ for the forward's statistics or an rstd within a factor of 2 of them (the
-    // header's contract), so x-hat * mean(u x-hat) stays in f32's range unless that mean is near its
-    // top; such a row, or one whose means are not finite, is computed in double.
-    if (FastStats(row, s, &mean, &rstd) && std::isfinite(static_cast<float>(mean_u)) &&
-        std::fabs(mean_u_xhat) * xhat_bound_ < 0x1p126) {
+    // header's contract), so x-hat * mean(u x-hat) stays below 2^126 unless that mean is near f32's
+    // top. With |u| and so |mean(u)| below 2^126 too, u - mean(u) - x-hat * mean(u x-hat) cannot
+    // overflow before rstd scales it, even where rstd < 1 would bring dx back into range. A row
+    // outside those bounds, or whose means are not finite, is computed in double.
+    if (FastStats(row, s, &mean, &rstd) && MagnitudeBelow2p126(s.max_u_bits) &&
+        std::isfinite(static_cast<float>(mean_u)) && std::fabs(mean_u_xhat) * xhat_bound_ < 0x1p126) {
       s.mean = mean;
       s.rstd = rstd;
       s.mean_u = static_cast<float>(mean_u);

@@ -94,6 +94,10 @@ HWY_INLINE uint32_t MaxMagnitudeBits(const float* v, size_t n) {
   return MaxOfMagnitudes(hn::Max(hn::Max(max0, max1), hn::Max(max2, max3)));
 }
 
+// Whether a magnitude's bits (as AddMagnitudes keeps them) stand for less than 2^126: false for
+// +inf and NaN. A backward whose |u| stays below 2^126 cannot overflow an intermediate of dx.
+HWY_INLINE bool MagnitudeBelow2p126(uint32_t bits) { return bits < 0x7E800000u; }
+
 HWY_INLINE float FloatFromBits(uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);

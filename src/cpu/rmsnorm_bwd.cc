@@ -36,6 +36,7 @@ struct RmsBackwardState {
   bool rstd_known = false;   // recomputed within the f32 path's range
   float rstd = 0.0f;
   double dot = 0.0;  // sum(u * xhat)
+  uint32_t max_u_bits = 0;  // max|u| as bits (see AddMagnitudes)
   float c = 0.0f;    // dot / divisor
   bool rare = false;  // computed in double: see rare_rows.h
   double rare_rstd = 0.0;
@@ -45,6 +46,7 @@ struct RmsBackwardState {
 struct RmsBackwardPartial {
   double sum_squares = 0.0;
   double dot = 0.0;
+  uint32_t max_u_bits = 0;
 };
 
 // dy, x, dx: (rows, cols) in T; weight: (cols) f32; rstd: (rows) f32 or null (recompute).
@@ -83,10 +85,13 @@ class RmsBackwardKernel {
     const VF r = hn::Set(d, rstd);
     const T* dy = dy_.Row(row) + c0;
     const float* w = gain_ + (kWeight ? c0 : 0);
+    auto max_u = hn::Zero(DI32());
     partial.dot = Sum(d, size_t(c1 - c0), [&](size_t i, size_t count, VF& product) RMSNORM_INLINE_LAMBDA {
       const VF u = hn::Mul(Load(d, dy + i, count), Gain<kWeight>(d, w, i, count));
       product = hn::Mul(u, hn::Mul(Load(d, x + i, count), r));
+      max_u = AddMagnitudes(max_u, u, count);
     });
+    partial.max_u_bits = MaxOfMagnitudes(max_u);
     return partial;
   }
 
@@ -95,6 +100,7 @@ class RmsBackwardKernel {
       s.sum_squares += partial.sum_squares;
     } else {
       s.dot += partial.dot;
+      s.max_u_bits = std::max(s.max_u_bits, partial.max_u_bits);
     }
   }
 
@@ -108,9 +114,10 @@ class RmsBackwardKernel {
     float rstd;
     const double c = s.dot / double(p_.divisor);
     // Below k, |x-hat| <= xhat_bound_ for the forward's rstd or one within a factor of 2 of it (the
-    // header's contract), so x-hat * c stays in f32's range unless |c| is near its top; such a row, or
-    // one whose c is not finite, is computed in double.
-    if (FastRstd(row, s, &rstd) && std::fabs(c) * xhat_bound_ < 0x1p126) {
+    // header's contract), so x-hat * c stays below 2^126 unless |c| is near f32's top. With |u| below
+    // 2^126 too, u - x-hat * c cannot overflow before rstd scales it, even where rstd < 1 would bring
+    // dx back into range. A row outside those bounds, or whose c is not finite, is computed in double.
+    if (FastRstd(row, s, &rstd) && MagnitudeBelow2p126(s.max_u_bits) && std::fabs(c) * xhat_bound_ < 0x1p126) {
       s.rstd = rstd;
       s.c = static_cast<float>(c);
       return;
