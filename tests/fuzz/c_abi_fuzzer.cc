@@ -104,7 +104,8 @@ Case CaseOf(const Call& call) {
 // A backward's saved statistics, as the contract has them: the forward's mean and rstd for the call's
 // x, eps and partial (the reference's forward), written into their buffers once the data is in place.
 // `scale` < 160 keeps rstd as it is; above, rstd is multiplied by a factor from 1/2 to 2. Statistics
-// that share bytes with another tensor stay as they are, and the call is then outside the contract.
+// placed inside another tensor, or that x reaches into, stay as they are, and the call is then outside
+// the contract.
 void SaveForwardStatistics(Call& call, uint8_t scale) {
   if (call.op->direction != registry::Direction::kBackward) return;
   Tensor* rstd = nullptr;
@@ -121,6 +122,14 @@ void SaveForwardStatistics(Call& call, uint8_t scale) {
   if (!call.saved_stats_in_contract || !ConfigValid(call) || call.config.rows == 0) return;
   const Tensor* x = Find(call, registry::kX);
   if (x == nullptr) return;  // refused
+  // Statistics written into x's bytes (x may reach past the buffer it starts inside) would change the
+  // x they were taken from.
+  for (const Tensor* t : {rstd, mean}) {
+    if (t && t->offset < x->offset + x->bytes && x->offset < t->offset + t->bytes) {
+      call.saved_stats_in_contract = false;
+      return;
+    }
+  }
   Case c = CaseOf(call);
   c.weight = c.bias = false;
   Inputs in;
