@@ -16,7 +16,9 @@ def check(rank, mesh):
 
     g = torch.Generator().manual_seed(0)
     cols = 24
-    for shape in ((8, cols), (4, 3, cols)):  # (sequence, hidden) and (batch, sequence, hidden), rows sharded
+    # (sequence, hidden) on the sequence; (batch, sequence, hidden) on the batch and, sequence parallel, on
+    # the sequence.
+    for shape, dim in (((8, cols), 0), ((4, 3, cols), 0), ((3, 4, cols), 1)):
         x = torch.randn(shape, generator=g)
         r = torch.randn(shape, generator=g)
         w = torch.rand(cols, generator=g) + 0.5
@@ -25,8 +27,8 @@ def check(rank, mesh):
         dh = torch.randn(shape, generator=g)
 
         def dist_inputs():
-            xd = distribute_tensor(x, mesh, [Shard(0)]).requires_grad_()
-            rd = distribute_tensor(r, mesh, [Shard(0)]).requires_grad_()
+            xd = distribute_tensor(x, mesh, [Shard(dim)]).requires_grad_()
+            rd = distribute_tensor(r, mesh, [Shard(dim)]).requires_grad_()
             wd = distribute_tensor(w, mesh, [Replicate()]).requires_grad_()
             bd = distribute_tensor(b, mesh, [Replicate()]).requires_grad_()
             return xd, rd, wd, bd
@@ -42,13 +44,13 @@ def check(rank, mesh):
             xd, rd, wd, bd = dist_inputs()
             got = f(xd, rd, wd, bd)
             for e, o in zip(expect, got):
-                # Stayed sharded on the rows: no gather happened.
-                assert tuple(o.placements) == (Shard(0),), (name, shape, o.placements)
-                assert o.to_local().shape[0] == shape[0] // 2, (name, shape, o.to_local().shape)
+                # Stayed sharded: no gather happened.
+                assert tuple(o.placements) == (Shard(dim),), (name, shape, o.placements)
+                assert o.to_local().shape[dim] == shape[dim] // 2, (name, shape, o.to_local().shape)
                 torch.testing.assert_close(o.full_tensor(), e, rtol=0, atol=0)
             grads = (dy, dh)[:len(expect)]
             sum((e * d).sum() for e, d in zip(expect, grads)).backward()
-            sum((o * distribute_tensor(d, mesh, [Shard(0)])).sum() for o, d in zip(got, grads)).backward()
+            sum((o * distribute_tensor(d, mesh, [Shard(dim)])).sum() for o, d in zip(got, grads)).backward()
             for which, (local, distributed) in enumerate(zip((xl, rl, wl, bl), (xd, rd, wd, bd))):
                 if local.grad is None:
                     assert distributed.grad is None, (name, which)

@@ -308,6 +308,17 @@ def test_threads_do_not_change_gradients():
                                 torch.rand(8, requires_grad=True), None, 1e-5)),
     ("layer_norm_bwd", lambda: (torch.randn(3, 8), torch.randn(3, 8), None, torch.randn(3), torch.rand(3), 1e-5,
                                 False, False)),
+    # (*, cols) with the leading dimensions kept, and statistics of shape (*).
+    ("rms_norm_fwd", lambda: (torch.randn(2, 3, 8, requires_grad=True), torch.rand(8, requires_grad=True), None,
+                              1e-6, 1.0, 0.0)),
+    ("rms_norm_bwd", lambda: (torch.randn(2, 3, 8), torch.randn(2, 3, 8), torch.rand(8), torch.rand(2, 3), 1e-6, 1.0,
+                              0.0, True, True)),
+    ("layer_norm_fwd", lambda: (torch.randn(2, 3, 8, requires_grad=True), torch.rand(8, requires_grad=True),
+                                torch.randn(8, requires_grad=True), 1e-5)),
+    ("layer_norm_bwd", lambda: (torch.randn(2, 3, 8), torch.randn(2, 3, 8), torch.rand(8), torch.randn(2, 3),
+                                torch.rand(2, 3), 1e-5, True, False)),
+    ("add_rms_norm_fwd", lambda: (torch.randn(2, 3, 8, requires_grad=True), torch.randn(2, 3, 8, requires_grad=True),
+                                  torch.rand(8, requires_grad=True), None, 1e-6, 1.0, 0.0)),
 ])
 def test_opcheck(op, args):
     # Schema, fake implementation, autograd registration and AOT dispatch, as torch checks custom ops.

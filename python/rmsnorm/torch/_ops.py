@@ -5,7 +5,10 @@ Two routes, one set of kernel calls:
 - The custom ops (namespace ``rmsnorm``) are what torch.compile, export, FakeTensor, dispatch modes and
   functorch see: each is a single opaque node with a fake implementation giving output shapes, and
   register_autograd routes the backward to the fused backward kernel with the statistics that the
-  forward saved. They take 2-D contiguous (rows, cols) activations and 1-D parameters. Besides the
+  forward saved. The differentiable ones (rms_norm_fwd/bwd, add_rms_norm_fwd, layer_norm_fwd/bwd) take
+  contiguous (*, cols) activations, normalized along the last dimension, with statistics of shape (*):
+  the leading dimensions stay as they are, so a DTensor sharded on any of them stays sharded
+  (_sharding.py). The others take (rows, cols). Parameters are 1-D. Besides the
   norms' forward and backward: add_rms_norm_fwd (the fused residual add, differentiable), and the
   mutating fused_add_rms_norm_ (in place), rms_norm_out and layer_norm_out (out=), which have no autograd.
 - Plain eager calls (functional.py decides when; see _eager_cols there) skip the dispatcher, whose
@@ -185,12 +188,13 @@ def _dtype(p: Optional[Tensor]):
 def rms_norm_fwd(
     x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float, weight_offset: float
 ) -> tuple[Tensor, Tensor]:
-    return rms_forward(x, x.shape[1], weight, bias, eps, partial, weight_offset, True)
+    y, rstd = rms_forward(x, x.shape[-1], weight, bias, eps, partial, weight_offset, True)
+    return y, rstd.view(x.shape[:-1])
 
 
 @rms_norm_fwd.register_fake
 def _(x, weight, bias, eps, partial, weight_offset):
-    return x.new_empty(x.shape), x.new_empty((x.shape[0],), dtype=torch.float32)
+    return x.new_empty(x.shape), x.new_empty(x.shape[:-1], dtype=torch.float32)
 
 
 @torch.library.custom_op("rmsnorm::rms_norm_bwd", mutates_args=(), device_types="cpu")
@@ -205,13 +209,13 @@ def rms_norm_bwd(
     need_dweight: bool,
     need_dbias: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    dx, dw, db = rms_backward(dy, x, x.shape[1], weight, rstd, eps, partial, weight_offset, need_dweight, need_dbias)
+    dx, dw, db = rms_backward(dy, x, x.shape[-1], weight, rstd, eps, partial, weight_offset, need_dweight, need_dbias)
     return dx, _or_empty(dw, x.device), _or_empty(db, x.device)
 
 
 @rms_norm_bwd.register_fake
 def _(dy, x, weight, rstd, eps, partial, weight_offset, need_dweight, need_dbias):
-    cols = x.shape[1]
+    cols = x.shape[-1]
     return (
         x.new_empty(x.shape),
         x.new_empty((cols if need_dweight else 0,), dtype=torch.float32),
@@ -245,12 +249,13 @@ def add_rms_norm_fwd(
     x: Tensor, residual: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float, partial: float,
     weight_offset: float
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return rms_add_forward(x, residual, x.shape[1], weight, bias, eps, partial, weight_offset, True)
+    y, h, rstd = rms_add_forward(x, residual, x.shape[-1], weight, bias, eps, partial, weight_offset, True)
+    return y, h, rstd.view(x.shape[:-1])
 
 
 @add_rms_norm_fwd.register_fake
 def _(x, residual, weight, bias, eps, partial, weight_offset):
-    return x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty((x.shape[0],), dtype=torch.float32)
+    return x.new_empty(x.shape), x.new_empty(x.shape), x.new_empty(x.shape[:-1], dtype=torch.float32)
 
 
 def _add_rms_setup_context(ctx, inputs, output):
@@ -350,13 +355,14 @@ def _(x, weight, bias, eps, out):
 def layer_norm_fwd(
     x: Tensor, weight: Optional[Tensor], bias: Optional[Tensor], eps: float
 ) -> tuple[Tensor, Tensor, Tensor]:
-    return layer_forward(x, x.shape[1], weight, bias, eps, True)
+    y, mean, rstd = layer_forward(x, x.shape[-1], weight, bias, eps, True)
+    return y, mean.view(x.shape[:-1]), rstd.view(x.shape[:-1])
 
 
 @layer_norm_fwd.register_fake
 def _(x, weight, bias, eps):
-    rows = x.shape[0]
-    return x.new_empty(x.shape), x.new_empty((rows,), dtype=torch.float32), x.new_empty((rows,), dtype=torch.float32)
+    lead = x.shape[:-1]
+    return x.new_empty(x.shape), x.new_empty(lead, dtype=torch.float32), x.new_empty(lead, dtype=torch.float32)
 
 
 @torch.library.custom_op("rmsnorm::layer_norm_bwd", mutates_args=(), device_types="cpu")
@@ -370,13 +376,13 @@ def layer_norm_bwd(
     need_dweight: bool,
     need_dbias: bool,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    dx, dw, db = layer_backward(dy, x, x.shape[1], weight, mean, rstd, eps, need_dweight, need_dbias)
+    dx, dw, db = layer_backward(dy, x, x.shape[-1], weight, mean, rstd, eps, need_dweight, need_dbias)
     return dx, _or_empty(dw, x.device), _or_empty(db, x.device)
 
 
 @layer_norm_bwd.register_fake
 def _(dy, x, weight, mean, rstd, eps, need_dweight, need_dbias):
-    cols = x.shape[1]
+    cols = x.shape[-1]
     return (
         x.new_empty(x.shape),
         x.new_empty((cols if need_dweight else 0,), dtype=torch.float32),

@@ -172,6 +172,13 @@ def _flat(p):
     return p if p is None or p.dim() == 1 else p.reshape(-1)
 
 
+def _rows(input, shape, cols):
+    # The differentiable ops' input: the normalized dimensions `shape` merged into one of cols elements,
+    # the leading ones kept (a DTensor sharded on one of them stays sharded), contiguous.
+    lead = tuple(input.shape[:input.dim() - len(shape)]) or (1,)
+    return input.reshape(*lead, cols).contiguous()
+
+
 def rms_norm(
     input: Tensor,
     normalized_shape: _Shape,
@@ -213,9 +220,8 @@ def rms_norm(
     eps = RMS_NORM_DEFAULT_EPS if eps is None else check_eps(fn, eps)
     partial = check_partial(fn, partial)
     weight_offset = check_offset(fn, weight_offset)
-    x = input.reshape(-1, cols).contiguous()
     _sharding.ensure_registered()
-    y, _ = _ops.rms_norm_fwd(x, _flat(w), _flat(b), eps, partial, weight_offset)
+    y, _ = _ops.rms_norm_fwd(_rows(input, shape, cols), _flat(w), _flat(b), eps, partial, weight_offset)
     return y.view(input.shape)
 
 
@@ -245,9 +251,8 @@ def layer_norm(
     w = _check_param(fn, "weight", weight, input, shape)
     b = _check_param(fn, "bias", bias, input, shape)
     eps = check_eps(fn, eps)
-    x = input.reshape(-1, cols).contiguous()
     _sharding.ensure_registered()
-    y, _, _ = _ops.layer_norm_fwd(x, _flat(w), _flat(b), eps)
+    y, _, _ = _ops.layer_norm_fwd(_rows(input, shape, cols), _flat(w), _flat(b), eps)
     return y.view(input.shape)
 
 
@@ -345,7 +350,7 @@ def _add_norm_args(fn, input, residual, weight, eps, normalized_shape, partial, 
     w = _check_param(fn, "weight", weight, input, shape)
     b = _check_param(fn, "bias", bias, input, shape)
     eps = RMS_NORM_DEFAULT_EPS if eps is None else check_eps(fn, eps)
-    return cols, w, b, eps, check_partial(fn, partial), check_offset(fn, weight_offset)
+    return shape, cols, w, b, eps, check_partial(fn, partial), check_offset(fn, weight_offset)
 
 
 def _eager_add_cols(input, residual, weight, bias, normalized_shape):
@@ -392,11 +397,11 @@ def add_rms_norm(
         y, h, _ = _ops.rms_add_forward(input, residual, cols, weight, bias, e, partial, weight_offset, False)
         return y, h
     fn = "rmsnorm.torch.add_rms_norm"
-    cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
-                                                             partial, weight_offset, bias)
+    shape, cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps,
+                                                                    normalized_shape, partial, weight_offset, bias)
     _sharding.ensure_registered()
-    y, h, _ = _ops.add_rms_norm_fwd(input.reshape(-1, cols).contiguous(), residual.reshape(-1, cols).contiguous(),
-                                    _flat(w), _flat(b), eps, partial, weight_offset)
+    y, h, _ = _ops.add_rms_norm_fwd(_rows(input, shape, cols), _rows(residual, shape, cols), _flat(w), _flat(b), eps,
+                                    partial, weight_offset)
     return y.view(input.shape), h.view(input.shape)
 
 
@@ -425,8 +430,8 @@ def fused_add_rms_norm_(
     an argument that requires grad is an error (use add_rms_norm).
     """
     fn = "rmsnorm.torch.fused_add_rms_norm_"
-    cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
-                                                             partial, weight_offset, bias)
+    shape, cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps,
+                                                                    normalized_shape, partial, weight_offset, bias)
     for name, t in (("input", input), ("residual", residual)):
         if not t.is_contiguous():
             raise ValueError(f"{fn}: {name} must be contiguous to be updated in place; got strides {t.stride()}")
@@ -543,16 +548,14 @@ def add_rms_norm_quantized(
     the quantized rms_norm(h). Inference only, as rms_norm_quantized.
     """
     fn = "rmsnorm.torch.add_rms_norm_quantized"
-    cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps, normalized_shape,
-                                                             partial, weight_offset, bias)
+    shape, cols, w, b, eps, partial, weight_offset = _add_norm_args(fn, input, residual, weight, eps,
+                                                                    normalized_shape, partial, weight_offset, bias)
     code, kind, scale_arg = _quant_args(fn, format, scale)
     _refuse_grad(fn, input, residual, w, b)
-    dims = (weight.dim() if isinstance(weight, Tensor) and weight.dim() > 0 else 1) if normalized_shape is None else len(
-        normalized_shape_tuple(fn, normalized_shape))
     if _eager_add_cols(input, residual, w, b, (cols,)):
         q, s, h = _ops.rms_quantized(input, residual, cols, w, b, eps, partial, weight_offset, code, scale_arg)
     else:
         q, s, h = _ops.add_rms_norm_quantized(input.reshape(-1, cols).contiguous(),
                                               residual.reshape(-1, cols).contiguous(), _flat(w), _flat(b), eps,
                                               partial, weight_offset, code, scale_arg)
-    return (*_quant_results(input, dims, q, s, kind, scale, code), h.view(input.shape))
+    return (*_quant_results(input, len(shape), q, s, kind, scale, code), h.view(input.shape))
