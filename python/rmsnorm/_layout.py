@@ -64,9 +64,10 @@ def plan(x_shape, x_strides, y_shape, y_strides):
     return inner_rows, None, layout(y_shape, y_strides, inner_rows)
 
 
-def strides_argument(x_layout, y_layout, residual_layout=(0, 0), residual_out_layout=(0, 0)):
+def strides_argument(x_layout, y_layout, residual_layout=(0, 0), residual_out_layout=(0, 0), dy_layout=(0, 0),
+                     dx_layout=(0, 0)):
     """The _ex bindings' strides: (outer, inner) of x, residual, y, residual_out, dy, dx (0 = packed)."""
-    return (*x_layout, *residual_layout, *y_layout, *residual_out_layout, 0, 0, 0, 0)
+    return (*x_layout, *residual_layout, *y_layout, *residual_out_layout, *dy_layout, *dx_layout)
 
 
 def plan_reads(inputs):

@@ -171,3 +171,39 @@ def test_qk_norm_on_a_view_of_a_qkv_tensor():
     ref = x.clone().requires_grad_(True)
     rt.rms_norm(ref, (d,), w, 1e-6).square().sum().backward()
     assert torch.equal(base.grad.view(tokens, hq + 2 * hkv, d)[:, :hq], ref.grad)
+
+
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_backward_reads_strided_x_and_dy_in_place(norm, dtype, monkeypatch):
+    # The backward of QK-norm on its heads inside a QKV buffer: x (saved) and dy are strided views. Both
+    # are read in place through the _ex call, not copied, and every gradient has the contiguous bits.
+    tokens, hq, hkv, d = 5, 4, 2, 32
+    g = torch.Generator().manual_seed(3)
+    qkv = torch.randn(tokens, (hq + 2 * hkv) * d, generator=g).to(dtype)
+    w = (torch.rand(d, generator=g) + 0.5).requires_grad_()
+    b = torch.randn(d, generator=g).requires_grad_()
+    dy_buffer = torch.randn(tokens, 2 * hq * d, generator=g).to(dtype)
+    dy = dy_buffer.view(tokens, 2 * hq, d)[:, hq:]
+    assert not dy.is_contiguous()
+
+    def run(strided, dy):
+        # Gradients of x (q's heads), weight and bias.
+        base = qkv.clone().requires_grad_()
+        q = base.view(tokens, hq + 2 * hkv, d)[:, :hq]
+        x = q if strided else q.contiguous()
+        params = [p.detach().clone().requires_grad_() for p in (w, b)]
+        args = (params[0], 1e-6) if norm == "rms_norm" else (params[0], params[1], 1e-5)
+        getattr(rt, norm)(x, (d,), *args).backward(dy)
+        return [base.grad] + [p.grad for p in params]
+
+    want = run(False, dy.contiguous())
+    layouts = []
+    plan_reads = rmsnorm._layout.plan_reads
+    monkeypatch.setattr(rmsnorm._layout, "plan_reads", lambda inputs: layouts.append(plan_reads(inputs)) or layouts[-1])
+    got = run(True, dy)
+    assert layouts and all(layout is not None for layout in layouts[-1][1]), layouts  # no copy of dy or x
+    for a, e in zip(got, want):
+        assert (a is None) == (e is None)
+        if e is not None:
+            assert torch.equal(a, e)

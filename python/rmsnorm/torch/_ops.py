@@ -109,21 +109,52 @@ def rms_forward(x: Tensor, cols: int, weight, bias, eps: float, partial: float, 
     return y, rstd
 
 
-def rms_backward(dy: Tensor, x: Tensor, cols: int, weight, rstd: Tensor, eps: float, partial: float,
-                 weight_offset: float, need_dweight: bool, need_dbias: bool):
-    x = x.contiguous()
+def _read_in_place(inputs):
+    """(inner_rows, inputs, layouts) for a call that reads the row tensors `inputs` and writes packed
+    outputs: each input read in place where its rows are evenly spaced (one or two levels), else
+    copied once (contiguous); inner_rows 0 and packed layouts when all are contiguous already."""
+    if all(t.is_contiguous() for t in inputs):
+        return 0, inputs, [(0, 0)] * len(inputs)
+    inner_rows, layouts = _layout.plan_reads([(tuple(t.shape), t.stride()) for t in inputs])
+    inputs = list(inputs)
+    for i, t in enumerate(inputs):
+        if layouts[i] is None:
+            inputs[i] = t = t.contiguous()
+            layouts[i] = _layout.layout(tuple(t.shape), t.stride(), inner_rows)
+    return inner_rows, inputs, layouts
+
+
+def _backward(op: str, dy: Tensor, x: Tensor, cols: int, weight, stats, scalars, need_dweight: bool,
+              need_dbias: bool):
+    """The backward kernel `op` (rms_backward, layer_backward) for dy and x of one shape: dx packed, the
+    inputs read in place where their rows are evenly spaced (a saved strided x such as QK-norm's heads in
+    a QKV buffer, an expanded or strided gradient from autograd), else copied once. stats: the saved
+    (rows) statistics; scalars: (eps, partial, weight_offset)."""
     if dy.dtype is not x.dtype:
         dy = dy.to(x.dtype)
-    dy = dy.contiguous()  # autograd may hand over an expanded or strided gradient
     rows = x.numel() // cols
-    w, rstd = _as_f32(weight), rstd.contiguous()
-    dx = _empty_like(x)
+    w = _as_f32(weight)
+    stats = [t.contiguous() for t in stats]
     dw, db = _grad_buffer(rows, cols, need_dweight, x.device), _grad_buffer(rows, cols, need_dbias, x.device)
     if _torch_num_threads() != _runtime.threads_set_for_torch[0]:
         follow_torch_threads()
-    _C.rms_backward(rows, cols, _CODES[x.dtype], eps, partial, weight_offset, dy.data_ptr(), x.data_ptr(), _address(w),
-                    rstd.data_ptr(), dx.data_ptr(), _address(dw), _address(db))
+    if x.is_contiguous() and dy.is_contiguous():
+        dx = _empty_like(x)
+        getattr(_C, op)(rows, cols, _CODES[x.dtype], *scalars, dy.data_ptr(), x.data_ptr(), _address(w),
+                        *[t.data_ptr() for t in stats], dx.data_ptr(), _address(dw), _address(db))
+        return dx, dw, db
+    dx = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    inner_rows, (dy, x), (dy_layout, x_layout) = _read_in_place([dy, x])
+    strides = _layout.strides_argument(x_layout, (0, 0), dy_layout=dy_layout)
+    getattr(_C, op + "_ex")(rows, cols, _CODES[x.dtype], *scalars, inner_rows, strides, dy.data_ptr(), x.data_ptr(),
+                            _address(w), *[t.data_ptr() for t in stats], dx.data_ptr(), _address(dw), _address(db))
     return dx, dw, db
+
+
+def rms_backward(dy: Tensor, x: Tensor, cols: int, weight, rstd: Tensor, eps: float, partial: float,
+                 weight_offset: float, need_dweight: bool, need_dbias: bool):
+    return _backward("rms_backward", dy, x, cols, weight, (rstd,), (eps, partial, weight_offset), need_dweight,
+                     need_dbias)
 
 
 def rms_add_forward(x: Tensor, residual: Tensor, cols: int, weight, bias, eps: float, partial: float,
@@ -157,18 +188,7 @@ def layer_forward(x: Tensor, cols: int, weight, bias, eps: float, want_stats: bo
 
 def layer_backward(dy: Tensor, x: Tensor, cols: int, weight, mean: Tensor, rstd: Tensor, eps: float,
                    need_dweight: bool, need_dbias: bool):
-    x = x.contiguous()
-    if dy.dtype is not x.dtype:
-        dy = dy.to(x.dtype)
-    dy = dy.contiguous()
-    rows = x.numel() // cols
-    w, mean, rstd = _as_f32(weight), mean.contiguous(), rstd.contiguous()
-    dx = _empty_like(x)
-    dw, db = _grad_buffer(rows, cols, need_dweight, x.device), _grad_buffer(rows, cols, need_dbias, x.device)
-    follow_torch_threads()
-    _C.layer_backward(rows, cols, _CODES[x.dtype], eps, 1.0, 0.0, dy.data_ptr(), x.data_ptr(), _address(w),
-                      mean.data_ptr(), rstd.data_ptr(), dx.data_ptr(), _address(dw), _address(db))
-    return dx, dw, db
+    return _backward("layer_backward", dy, x, cols, weight, (mean, rstd), (eps, 1.0, 0.0), need_dweight, need_dbias)
 
 
 def _param_grads(need_dw, need_db, dw, db, weight_dtype, bias_dtype):
@@ -523,15 +543,7 @@ def rms_quantized(x: Tensor, residual: Optional[Tensor], cols: int, weight, bias
     format else (0,), and h (x's shape and dtype) or None. x and residual may be strided: read in place
     where their rows are evenly spaced, else copied once. scale: the static format's (1) f32 tensor."""
     rows = x.numel() // cols
-    inputs = [x] if residual is None else [x, residual]
-    if all(t.is_contiguous() for t in inputs):
-        inner_rows, layouts = 0, [(0, 0)] * len(inputs)
-    else:
-        inner_rows, layouts = _layout.plan_reads([(tuple(t.shape), t.stride()) for t in inputs])
-        for i, t in enumerate(inputs):
-            if layouts[i] is None:
-                inputs[i] = t = t.contiguous()
-                layouts[i] = _layout.layout(tuple(t.shape), t.stride(), inner_rows)
+    inner_rows, inputs, layouts = _read_in_place([x] if residual is None else [x, residual])
     w, b = _as_f32(weight), _as_f32(bias)
     q, scales = _quant_outputs(rows, cols, format, x.device)
     scales_arg = scales if _C.QUANT_FORMATS[format][3] == "per_row" else scale  # static: read; q8_0: None
