@@ -26,12 +26,17 @@ def torch_seed():
     torch.manual_seed(0)
 
 
-@pytest.fixture(params=["eager", "ops"])
+@pytest.fixture(params=["native", "eager", "ops"])
 def route(request, monkeypatch):
-    """Both routes to the kernels: the direct eager one and the torch.library ops (under compile, export
-    or a dispatch mode)."""
+    """Every route to the kernels: the direct eager one with its autograd in C++ (torch.ops.rmsnorm_eager,
+    when the wheel has it) or in Python (torch.autograd.Function), and the torch.library ops (under
+    compile, export or a dispatch mode)."""
     import rmsnorm.torch as rt
 
+    if request.param == "native" and rt.functional._NATIVE is None:
+        pytest.skip("the wheel has no C++ autograd ops for this torch")
+    if request.param != "native":
+        monkeypatch.setattr(rt.functional, "_NATIVE", None)
     if request.param == "ops":
         monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
     return request.param

@@ -1,5 +1,6 @@
 """rmsnorm.torch against torch's own norms and against float64 formulas, in values and gradients."""
 import math
+import os
 
 import pytest
 import torch
@@ -234,6 +235,10 @@ def test_routes_agree_bit_for_bit(monkeypatch):
 
 def test_autograd_graph_shows_the_route(monkeypatch):
     x = torch.randn(3, 8, requires_grad=True)
+    if rt.functional._NATIVE is not None:
+        assert "RmsNormFunction" in rt.rms_norm(x, (8,)).grad_fn.name()  # torch::autograd::CppNode<...>
+        assert "LayerNormFunction" in rt.layer_norm(x, (8,)).grad_fn.name()
+    monkeypatch.setattr(rt.functional, "_NATIVE", None)
     assert rt.rms_norm(x, (8,)).grad_fn.name() == "EagerRmsNormBackward"
     assert rt.layer_norm(x, (8,)).grad_fn.name() == "EagerLayerNormBackward"
     monkeypatch.setattr(rt.functional, "_FAST_PATH", False)
@@ -323,3 +328,47 @@ def test_threads_do_not_change_gradients():
 def test_opcheck(op, args):
     # Schema, fake implementation, autograd registration and AOT dispatch, as torch checks custom ops.
     torch.library.opcheck(getattr(torch.ops.rmsnorm, op).default, args())
+
+
+def test_native_ops_are_built_where_expected():
+    # make test builds the wheel in the venv that has torch, so the C++ autograd ops must be there.
+    if os.environ.get("RMSNORM_EXPECT_TORCH_OPS") != "1":
+        pytest.skip("RMSNORM_EXPECT_TORCH_OPS=1 is set by make test-python")
+    assert rt.functional._NATIVE is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("params", ["none", "weight", "bias", "both", "bf16 weight, frozen"])
+def test_native_autograd_matches_the_python_function(dtype, params, monkeypatch):
+    # The C++ autograd ops and the Python Functions call the same kernels: same y and gradients, bit for
+    # bit, each gradient in its tensor's dtype and only where asked for.
+    if rt.functional._NATIVE is None:
+        pytest.skip("the wheel has no C++ autograd ops for this torch")
+    g = torch.Generator().manual_seed(5)
+    x0 = torch.randn(2, 3, 40, generator=g).to(dtype)
+    w0 = torch.rand(40, generator=g) + 0.5
+    b0 = torch.randn(40, generator=g)
+    dy = torch.randn(2, 3, 40, generator=g).to(dtype)
+
+    def run(norm):
+        x = x0.clone().requires_grad_()
+        w = None if params in ("none", "bias") else w0.clone().requires_grad_()
+        if params == "bf16 weight, frozen":
+            w = w0.to(torch.bfloat16)
+        b = b0.clone().requires_grad_() if params in ("bias", "both") else None
+        if norm == "rms_norm":
+            y = rt.rms_norm(x, (40,), w, 1e-6, partial=0.25, weight_offset=0.5, bias=b)
+        else:
+            y = rt.layer_norm(x, (40,), w, b, 1e-5)
+        y.backward(dy)
+        return [y, x.grad] + [None if p is None else p.grad for p in (w, b)]
+
+    for norm in ("rms_norm", "layer_norm"):
+        native = run(norm)
+        with monkeypatch.context() as m:
+            m.setattr(rt.functional, "_NATIVE", None)
+            python = run(norm)
+        for a, e in zip(native, python):
+            assert (a is None) == (e is None), norm
+            if e is not None:
+                assert a.dtype == e.dtype and torch.equal(a, e), norm

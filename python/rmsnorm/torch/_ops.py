@@ -21,6 +21,7 @@ Two routes, one set of kernel calls:
     mean, rstd:   (rows) float32
     dweight, dbias: (cols) float32; when not asked for, None from the kernel calls and (0,) from the ops
 """
+import os
 from typing import Optional
 
 import torch
@@ -85,6 +86,44 @@ def follow_torch_threads():
     if n != _runtime.threads_set_for_torch[0]:
         _C.set_num_threads(n)
         _runtime.threads_set_for_torch[0] = n
+
+
+# ---- The eager autograd ops in C++ ---------------------------------------------------------------
+
+# torch.ops.rmsnorm_eager (python/src/torch_ops.cc): rms_norm and layer_norm with their autograd in C++,
+# which saves the few microseconds a torch.autograd.Function costs in Python each way. The wheel has them
+# when it was built with torch present (python/CMakeLists.txt), for that torch version only: under
+# another, or with RMSNORM_TORCH_OPS=0 in the environment, the Eager* Functions below run instead, with
+# the same kernel calls and bits.
+def _load_native_ops():
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    library = os.path.join(package, "_torch_ops.so")
+    if os.environ.get("RMSNORM_TORCH_OPS", "1") == "0" or not os.path.exists(library):
+        return None
+    with open(os.path.join(package, "_torch_ops.torch_version")) as f:
+        if f.read().strip() != torch.__version__:
+            return None
+    torch.ops.load_library(library)
+    return torch.ops.rmsnorm_eager
+
+
+NATIVE = _load_native_ops()
+_native_rms_norm = NATIVE.rms_norm.default if NATIVE is not None else None
+_native_layer_norm = NATIVE.layer_norm.default if NATIVE is not None else None
+
+
+def native_rms_norm(x: Tensor, weight, bias, eps: float, partial: float, weight_offset: float) -> Tensor:
+    """RMSNorm of a contiguous x with autograd in C++ (NATIVE must be loaded)."""
+    if _torch_num_threads() != _runtime.threads_set_for_torch[0]:
+        follow_torch_threads()
+    return _native_rms_norm(x, weight, bias, eps, partial, weight_offset)
+
+
+def native_layer_norm(x: Tensor, weight, bias, eps: float) -> Tensor:
+    """LayerNorm of a contiguous x with autograd in C++ (NATIVE must be loaded)."""
+    if _torch_num_threads() != _runtime.threads_set_for_torch[0]:
+        follow_torch_threads()
+    return _native_layer_norm(x, weight, bias, eps)
 
 
 # ---- Kernel calls -------------------------------------------------------------------------------

@@ -56,6 +56,8 @@ _CODES = _ops._CODES
 _PARAM_TYPES = (Tensor, torch.nn.Parameter)
 _EagerRmsNorm_apply = _ops.EagerRmsNorm.apply
 _rms_forward = _ops.rms_forward
+# The C++ autograd ops when the wheel has them for this torch (see _ops.NATIVE), else None.
+_NATIVE = _ops.NATIVE
 
 
 def _eager_cols(input, normalized_shape, weight, bias):
@@ -210,6 +212,8 @@ def rms_norm(
             and type(weight_offset) is float and -F32_MAX <= weight_offset <= F32_MAX):
         if _grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
                                 or (bias is not None and bias.requires_grad)):
+            if _NATIVE is not None and input.is_contiguous():
+                return _ops.native_rms_norm(input, weight, bias, e, partial, weight_offset)
             return _EagerRmsNorm_apply(input, cols, weight, bias, e, partial, weight_offset)
         return _rms_forward(input, cols, weight, bias, e, partial, weight_offset, False)[0]
     fn = "rmsnorm.torch.rms_norm"
@@ -243,6 +247,8 @@ def layer_norm(
     cols = _eager_cols(input, normalized_shape, weight, bias)
     if cols and _plain_scalars(eps, 1.0, 0.0):
         if _needs_grad(input, weight, bias):
+            if _NATIVE is not None and input.is_contiguous():
+                return _ops.native_layer_norm(input, weight, bias, eps)
             return _ops.EagerLayerNorm.apply(input, cols, weight, bias, eps)
         return _ops.layer_forward(input, cols, weight, bias, eps, False)[0]
     fn = "rmsnorm.torch.layer_norm"

@@ -1,0 +1,233 @@
+// The eager autograd ops for torch, in C++: torch.ops.rmsnorm_eager.rms_norm and .layer_norm.
+//
+// rmsnorm.torch's eager route calls these when the wheel was built against the torch it runs with
+// (python/CMakeLists.txt). A torch.autograd.Function in Python costs a few microseconds a call in the
+// forward and again in the backward, more than the kernel on a decode row; a C++ autograd node costs
+// what ATen's own F.layer_norm pays. Same kernels and arguments as the Python route (rmsnorm/torch/
+// _ops.py), so the same bits.
+//
+//   x: (*, cols) contiguous f32/bf16/f16; weight, bias: (cols) any of those dtypes (used as f32), or
+//   undefined; y: x's shape and dtype. Gradients: dx like x, dweight and dbias in their parameter's dtype.
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/custom_function.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+#include <torch/library.h>
+
+#include <array>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rmsnorm/rmsnorm.h"
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+rmsnorm_dtype DtypeOf(const at::Tensor& x) {
+  switch (x.scalar_type()) {
+    case at::kFloat: return RMSNORM_F32;
+    case at::kBFloat16: return RMSNORM_BF16;
+    case at::kHalf: return RMSNORM_F16;
+    default: TORCH_CHECK(false, "rmsnorm: x must be float32, bfloat16 or float16, got ", x.scalar_type());
+  }
+}
+
+rmsnorm_config ConfigOf(const at::Tensor& x, double eps, double partial, double weight_offset) {
+  const int64_t cols = x.size(-1);
+  rmsnorm_config c = rmsnorm_config_init(cols ? x.numel() / cols : 0, cols);
+  c.dtype = DtypeOf(x);
+  c.eps = static_cast<float>(eps);
+  c.partial = static_cast<float>(partial);
+  c.weight_offset = static_cast<float>(weight_offset);
+  return c;
+}
+
+void Check(rmsnorm_status status) { TORCH_CHECK(status == RMSNORM_OK, "rmsnorm: ", rmsnorm_last_error()); }
+
+// A parameter as the kernels read it: f32 and contiguous (the tensor itself when it already is).
+at::Tensor AsF32(const at::Tensor& p) { return p.defined() ? p.to(at::kFloat).contiguous() : p; }
+
+const float* FloatPointer(const at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+float* MutableFloatPointer(at::Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+at::Tensor RowStatistic(const at::Tensor& x) {
+  return at::empty(x.sizes().slice(0, x.dim() - 1), x.options().dtype(at::kFloat));
+}
+
+// dweight or dbias, which the kernel overwrites with the sum over rows (and leaves alone for no rows).
+at::Tensor ParamGradBuffer(const rmsnorm_config& c, bool wanted, const at::Tensor& x) {
+  if (!wanted) return {};
+  const auto options = x.options().dtype(at::kFloat);
+  return c.rows ? at::empty({c.cols}, options) : at::zeros({c.cols}, options);
+}
+
+// An absent parameter as an undefined tensor.
+at::Tensor Defined(const std::optional<at::Tensor>& p) { return p.has_value() ? *p : at::Tensor(); }
+
+at::Tensor InDtype(const at::Tensor& grad, at::ScalarType dtype) {
+  return grad.defined() && grad.scalar_type() != dtype ? grad.to(dtype) : grad;
+}
+
+// As Python's once_differentiable: under create_graph the gradients come back attached to a node that
+// raises if they are differentiated again, rather than silently cut off from the graph.
+variable_list OnceDifferentiable(variable_list grads) {
+  if (!at::GradMode::is_enabled()) return grads;
+  variable_list inputs;
+  for (const at::Tensor& g : grads) inputs.push_back(g.defined() ? g.detach().requires_grad_(true) : g);
+  auto error = std::make_shared<torch::autograd::DelayedError>(
+      "rmsnorm: the norms' backward is not differentiable (no double backward)", static_cast<int64_t>(inputs.size()));
+  return (*error)(std::move(inputs));
+}
+
+// LayerNorm's statistics, saved for the backward.
+struct LayerStats {
+  at::Tensor mean, rstd;
+};
+
+at::Tensor RmsForward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
+                      double partial, double weight_offset, at::Tensor* rstd) {
+  const rmsnorm_config c = ConfigOf(x, eps, partial, weight_offset);
+  const at::Tensor w = AsF32(weight), b = AsF32(bias);
+  at::Tensor y = at::empty_like(x);
+  if (rstd) *rstd = RowStatistic(x);
+  Check(rmsnorm_forward(&c, x.data_ptr(), FloatPointer(w), FloatPointer(b), y.data_ptr(),
+                        rstd ? rstd->data_ptr<float>() : nullptr));
+  return y;
+}
+
+at::Tensor LayerForward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps,
+                        LayerStats* saved) {
+  const rmsnorm_config c = ConfigOf(x, eps, 1.0, 0.0);
+  const at::Tensor w = AsF32(weight), b = AsF32(bias);
+  at::Tensor y = at::empty_like(x);
+  if (saved) saved->mean = RowStatistic(x), saved->rstd = RowStatistic(x);
+  Check(rmsnorm_layernorm_forward(&c, x.data_ptr(), FloatPointer(w), FloatPointer(b), y.data_ptr(),
+                                  saved ? saved->mean.data_ptr<float>() : nullptr,
+                                  saved ? saved->rstd.data_ptr<float>() : nullptr));
+  return y;
+}
+
+// ctx->saved_data keys.
+constexpr const char* kConfig = "config";       // (eps, partial, weight_offset)
+constexpr const char* kDtypes = "param_dtypes";  // (weight's, bias's) as ints, -1 when absent
+
+std::vector<int64_t> ParamDtypes(const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias) {
+  const auto code = [](const std::optional<at::Tensor>& p) {
+    return p.has_value() && p->defined() ? static_cast<int64_t>(p->scalar_type()) : int64_t{-1};
+  };
+  return {code(weight), code(bias)};
+}
+
+// Which of (x, weight, bias) want a gradient. The node's edges are its tensor inputs only, so an absent
+// weight shifts the bias's index.
+std::array<bool, 3> NeedsGrad(AutogradContext* ctx) {
+  const auto dtypes = ctx->saved_data[kDtypes].toIntVector();
+  const bool weight = dtypes[0] >= 0, bias = dtypes[1] >= 0;
+  return {ctx->needs_input_grad(0), weight && ctx->needs_input_grad(1), bias && ctx->needs_input_grad(1 + weight)};
+}
+
+// The gradients of (x, weight, bias) from the backward kernel's dx, dweight and dbias, in the inputs'
+// dtypes, then undefined for the scalar arguments.
+variable_list Gradients(AutogradContext* ctx, const std::array<bool, 3>& needed, at::Tensor dx,
+                        const at::Tensor& dweight, const at::Tensor& dbias, size_t scalars) {
+  const auto dtypes = ctx->saved_data[kDtypes].toIntVector();
+  variable_list grads = {needed[0] ? dx : at::Tensor(),
+                         needed[1] ? InDtype(dweight, static_cast<at::ScalarType>(dtypes[0])) : at::Tensor(),
+                         needed[2] ? InDtype(dbias, static_cast<at::ScalarType>(dtypes[1])) : at::Tensor()};
+  grads = OnceDifferentiable(std::move(grads));
+  grads.resize(3 + scalars);
+  return grads;
+}
+
+struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias, double eps, double partial, double weight_offset) {
+    at::Tensor rstd;
+    at::Tensor y = RmsForward(x, Defined(weight), Defined(bias), eps, partial, weight_offset, &rstd);
+    ctx->save_for_backward({x, AsF32(Defined(weight)), rstd});
+    ctx->saved_data[kConfig] = std::vector<double>{eps, partial, weight_offset};
+    ctx->saved_data[kDtypes] = ParamDtypes(weight, bias);
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1], &rstd = saved[2];
+    const auto config = ctx->saved_data[kConfig].toDoubleVector();
+    const rmsnorm_config c = ConfigOf(x, config[0], config[1], config[2]);
+    const at::Tensor dy = grad_outputs[0].to(x.scalar_type()).contiguous();
+    const std::array<bool, 3> needed = NeedsGrad(ctx);
+    at::Tensor dx = at::empty_like(x);
+    at::Tensor dweight = ParamGradBuffer(c, needed[1], x), dbias = ParamGradBuffer(c, needed[2], x);
+    Check(rmsnorm_backward(&c, dy.data_ptr(), x.data_ptr(), FloatPointer(w), rstd.data_ptr<float>(), dx.data_ptr(),
+                           MutableFloatPointer(dweight), MutableFloatPointer(dbias)));
+    return Gradients(ctx, needed, dx, dweight, dbias, 3);
+  }
+};
+
+struct LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                            const std::optional<at::Tensor>& bias, double eps) {
+    LayerStats stats;
+    at::Tensor y = LayerForward(x, Defined(weight), Defined(bias), eps, &stats);
+    ctx->save_for_backward({x, AsF32(Defined(weight)), stats.mean, stats.rstd});
+    ctx->saved_data[kConfig] = std::vector<double>{eps, 1.0, 0.0};
+    ctx->saved_data[kDtypes] = ParamDtypes(weight, bias);
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_outputs) {
+    const variable_list saved = ctx->get_saved_variables();
+    const at::Tensor &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
+    const rmsnorm_config c = ConfigOf(x, ctx->saved_data[kConfig].toDoubleVector()[0], 1.0, 0.0);
+    const at::Tensor dy = grad_outputs[0].to(x.scalar_type()).contiguous();
+    const std::array<bool, 3> needed = NeedsGrad(ctx);
+    at::Tensor dx = at::empty_like(x);
+    at::Tensor dweight = ParamGradBuffer(c, needed[1], x), dbias = ParamGradBuffer(c, needed[2], x);
+    Check(rmsnorm_layernorm_backward(&c, dy.data_ptr(), x.data_ptr(), FloatPointer(w), mean.data_ptr<float>(),
+                                     rstd.data_ptr<float>(), dx.data_ptr(), MutableFloatPointer(dweight),
+                                     MutableFloatPointer(dbias)));
+    return Gradients(ctx, needed, dx, dweight, dbias, 1);
+  }
+};
+
+at::Tensor RmsNormAutograd(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                           const std::optional<at::Tensor>& bias, double eps, double partial, double weight_offset) {
+  return RmsNormFunction::apply(x.contiguous(), weight, bias, eps, partial, weight_offset);
+}
+
+at::Tensor RmsNormCpu(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                      const std::optional<at::Tensor>& bias, double eps, double partial, double weight_offset) {
+  return RmsForward(x.contiguous(), Defined(weight), Defined(bias), eps, partial, weight_offset, nullptr);
+}
+
+at::Tensor LayerNormAutograd(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                             const std::optional<at::Tensor>& bias, double eps) {
+  return LayerNormFunction::apply(x.contiguous(), weight, bias, eps);
+}
+
+at::Tensor LayerNormCpu(const at::Tensor& x, const std::optional<at::Tensor>& weight,
+                        const std::optional<at::Tensor>& bias, double eps) {
+  return LayerForward(x.contiguous(), Defined(weight), Defined(bias), eps, nullptr);
+}
+
+}  // namespace
+
+TORCH_LIBRARY(rmsnorm_eager, m) {
+  m.def("rms_norm(Tensor x, Tensor? weight, Tensor? bias, float eps, float partial, float weight_offset) -> Tensor");
+  m.def("layer_norm(Tensor x, Tensor? weight, Tensor? bias, float eps) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(rmsnorm_eager, Autograd, m) {
+  m.impl("rms_norm", RmsNormAutograd);
+  m.impl("layer_norm", LayerNormAutograd);
+}
+
+// Below autograd (no_grad inside the autograd kernel, inference_mode directly).
+TORCH_LIBRARY_IMPL(rmsnorm_eager, CPU, m) {
+  m.impl("rms_norm", RmsNormCpu);
+  m.impl("layer_norm", LayerNormCpu);
+}
