@@ -22,6 +22,7 @@ Two routes, one set of kernel calls:
     dweight, dbias: (cols) float32; when not asked for, None from the kernel calls and (0,) from the ops
 """
 import os
+import warnings
 from typing import Optional
 
 import torch
@@ -97,13 +98,17 @@ def follow_torch_threads():
 # the same kernel calls and bits.
 def _load_native_ops():
     package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    library = os.path.join(package, "_torch_ops.so")
-    if os.environ.get("RMSNORM_TORCH_OPS", "1") == "0" or not os.path.exists(library):
+    library, version = (os.path.join(package, name) for name in ("_torch_ops.so", "_torch_ops.torch_version"))
+    if os.environ.get("RMSNORM_TORCH_OPS", "1") == "0" or not (os.path.exists(library) and os.path.exists(version)):
         return None
-    with open(os.path.join(package, "_torch_ops.torch_version")) as f:
+    with open(version) as f:
         if f.read().strip() != torch.__version__:
             return None
-    torch.ops.load_library(library)
+    try:
+        torch.ops.load_library(library)
+    except OSError as e:  # a broken install: the Python route still works
+        warnings.warn(f"rmsnorm.torch: {library} did not load ({e}); training calls take the Python route")
+        return None
     return torch.ops.rmsnorm_eager
 
 
