@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "hwy/base.h"
 #include "rmsnorm/rmsnorm.h"
 #include "test_util.h"
 
@@ -36,6 +37,16 @@ TEST_F(CpuTarget, EveryTargetByNameAndAutoForTheBest) {
     ASSERT_EQ(RMSNORM_OK, rmsnorm_set_cpu_target(best));
     EXPECT_EQ(TargetName(targets.front()), rmsnorm_cpu_target());
   }
+}
+
+// AVX3_BF16 (AVX3 with bf16 rounded by AVX512_BF16's instruction) is a name of every x86 build, above
+// AVX3: a CPU without that extension, or without AVX-512, gets the best target it has.
+TEST_F(CpuTarget, Avx3Bf16GivesTheBestTargetAtOrBelowIt) {
+  if (!HWY_ARCH_X86) GTEST_SKIP() << "an x86 name";
+  ASSERT_EQ(RMSNORM_OK, rmsnorm_set_cpu_target("avx3_bf16")) << rmsnorm_last_error();
+  EXPECT_EQ(TargetName(AvailableTargets().front()), rmsnorm_cpu_target());
+  ASSERT_EQ(RMSNORM_OK, rmsnorm_set_cpu_target("AVX3"));
+  EXPECT_NE(std::string("AVX3_BF16"), rmsnorm_cpu_target()) << "AVX3 rounds bf16 in software";
 }
 
 TEST_F(CpuTarget, UnknownNamesAreRefusedAndChangeNothing) {

@@ -210,8 +210,9 @@ RMSNORM_API const char* rmsnorm_cpu_target(void);
 RMSNORM_API const char* rmsnorm_version(void);
 
 /* Limits the kernels to the best SIMD target the CPU has at or below `name` in Highway's order (x86:
- * "AVX3", "AVX2", "SSE4", "SCALAR"; ARM64: "SVE2", "SVE", "NEON", "EMU128"; case-insensitive), or
- * lifts the limit for NULL, "" or "auto". Every target gives the same bits, so this changes speed only:
+ * "AVX3_BF16", "AVX3", "AVX2", "SSE4", "SCALAR"; ARM64: "SVE2", "SVE", "NEON", "EMU128"; case-insensitive), or
+ * lifts the limit for NULL, "" or "auto". AVX3_BF16 is AVX3 with bf16 outputs rounded by the CPU's
+ * AVX512_BF16 instruction, where the CPU has it. Every target gives the same bits, so this changes speed only:
  * use it to reproduce a run on a lesser CPU or to compare targets. The first limit comes from the
  * environment variable RMSNORM_CPU_TARGET, read once when the library loads (an unknown name there
  * is reported on stderr and ignored). rmsnorm_cpu_target() tells the result. Process-wide. Returns

@@ -75,13 +75,14 @@ def use_backend(name):
 
 
 def cpu_target():
-    """The SIMD target the kernels run on in this process ("AVX2", "AVX3", "NEON", ...)."""
+    """The SIMD target the kernels run on in this process ("AVX2", "AVX3", "AVX3_BF16", "NEON", ...)."""
     return _C.cpu_target()
 
 
 def set_cpu_target(name):
-    """Limit the kernels to the best SIMD target at or below ``name`` ("AVX3", "AVX2", "SSE4", "SCALAR";
-    "SVE2", "SVE", "NEON", "EMU128"; case-insensitive), or ``"auto"`` for the best the CPU has.
+    """Limit the kernels to the best SIMD target at or below ``name`` ("AVX3_BF16", "AVX3", "AVX2", "SSE4",
+    "SCALAR"; "SVE2", "SVE", "NEON", "EMU128"; case-insensitive), or ``"auto"`` for the best the CPU has.
+    AVX3_BF16 is AVX3 with bf16 outputs rounded by the CPU's AVX512_BF16 instruction.
 
     Every target gives the same bits, so this changes speed only. Process-wide; the environment variable
     RMSNORM_CPU_TARGET sets the first limit when the library loads. Raises ValueError for a name that is

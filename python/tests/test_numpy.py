@@ -299,7 +299,7 @@ def test_every_cpu_target_gives_the_same_bits(rng):
     want = rmsnorm.layer_norm(x, w), rmsnorm.rms_norm(x, w, partial=0.3)
     chosen = []
     try:
-        for name in ["AVX3", "AVX2", "SSE4", "SCALAR", "SVE2", "SVE", "NEON", "EMU128"]:
+        for name in ["AVX3_BF16", "AVX3", "AVX2", "SSE4", "SCALAR", "SVE2", "SVE", "NEON", "EMU128"]:
             try:
                 rmsnorm.set_cpu_target(name.lower())
             except ValueError:  # another architecture's target

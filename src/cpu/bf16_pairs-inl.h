@@ -57,10 +57,28 @@ HWY_INLINE void LoadBf16Pair(DF d, const hwy::bfloat16_t* p, VF* even, VF* odd) 
 // The inverse: even's lanes rounded to bf16 at p[0], p[2], ..., odd's at p[1], p[3], ... (see above
 // for NaN: Bf16RoundedBits is also exact for a NaN with a zero low half). Non-temporal when `stream`;
 // p is then aligned to 2N * 2 bytes.
+HWY_INLINE hn::Vec<DU16Full> Bf16PairBits(VF even, VF odd) {
+  const DU16Full du16;
+#if RMSNORM_HAVE_NATIVE_BF16
+  // VCVTNE2PS2BF16 (see Bf16BitsNative): even's encodings in the lower half, odd's in the upper, then
+  // one permute interleaves them.
+  if (NativeBf16Rounding() && HWY_LIKELY((_mm512_fpclass_ps_mask(even.raw, 0x20) |
+                                           _mm512_fpclass_ps_mask(odd.raw, 0x20)) == 0)) {
+    __m512i halves;
+    asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
+    alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                                            21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26,
+                                                            11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+    return hn::Vec<DU16Full>{_mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), halves)};
+  }
+#endif
+  const auto even_bits = hn::ShiftRight<16>(Bf16RoundedBits(even));
+  return hn::OddEven(hn::BitCast(du16, Bf16RoundedBits(odd)), hn::BitCast(du16, even_bits));
+}
+
 HWY_INLINE void StoreBf16Pair(VF even, VF odd, hwy::bfloat16_t* p, bool stream) {
   const DU16Full du16;
-  const auto even_bits = hn::ShiftRight<16>(Bf16RoundedBits(even));
-  const auto merged = hn::OddEven(hn::BitCast(du16, Bf16RoundedBits(odd)), hn::BitCast(du16, even_bits));
+  const auto merged = Bf16PairBits(even, odd);
   auto* bits = reinterpret_cast<uint16_t*>(p);
   if (stream) {
     hn::Stream(merged, du16, bits);

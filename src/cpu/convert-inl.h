@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cpu/native_bf16.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -79,8 +80,33 @@ HWY_INLINE hn::Vec<DI32> Bf16BitsWide(VF v) {
 }
 
 // The same, narrowed: the bf16 encodings of v's lanes.
-HWY_INLINE hn::Vec<DU16> Bf16Bits(DF /* d */, VF v) {
+HWY_INLINE hn::Vec<DU16> Bf16BitsSoftware(VF v) {
   return hn::BitCast(DU16(), hn::DemoteTo(hn::Rebind<int16_t, DF>(), Bf16BitsWide(v)));
+}
+
+#undef RMSNORM_HAVE_NATIVE_BF16
+#if HWY_TARGET == HWY_AVX3
+#define RMSNORM_HAVE_NATIVE_BF16 1
+// VCVTNEPS2BF16 (AVX512_BF16, see native_bf16.h) where the CPU has it: the software rounding's bits
+// (nearest even, overflow to infinity, a NaN's sign and upper payload made quiet) in one instruction
+// instead of eight. It flushes subnormal inputs to a signed zero, where ours rounds them, so a vector
+// holding one (rare: |x| < 2^-126) takes the software rounding. Inline assembly: GCC declines to
+// inline an intrinsic for an extension the caller's target attribute lacks, and Highway's AVX3 lacks it.
+HWY_INLINE hn::Vec<DU16> Bf16BitsNative(VF v) {
+  if (HWY_UNLIKELY(_mm512_fpclass_ps_mask(v.raw, 0x20) != 0)) return Bf16BitsSoftware(v);  // 0x20: denormal
+  __m256i bits;
+  asm("vcvtneps2bf16 %1, %0" : "=v"(bits) : "v"(v.raw));
+  return hn::Vec<DU16>{bits};
+}
+#else
+#define RMSNORM_HAVE_NATIVE_BF16 0
+#endif
+
+HWY_INLINE hn::Vec<DU16> Bf16Bits(DF /* d */, VF v) {
+#if RMSNORM_HAVE_NATIVE_BF16
+  if (NativeBf16Rounding()) return Bf16BitsNative(v);
+#endif
+  return Bf16BitsSoftware(v);
 }
 
 using DU16Full = hn::Repartition<uint16_t, DF>;  // 2N lanes: one full vector of bf16

@@ -17,10 +17,11 @@ void RmsBackward(const Problem& p, const BackwardArgs& args);
 void LayerNormForward(const Problem& p, const ForwardArgs& args);
 void LayerNormBackward(const Problem& p, const BackwardArgs& args);
 
-// The Highway target the kernels dispatch to now ("AVX2", "SSE4", ...).
+// The Highway target the kernels dispatch to now ("AVX2", "SSE4", ...), or "AVX3_BF16" for AVX3 with
+// native bf16 rounding (native_bf16.h).
 const char* TargetName();
 
-// Limits the kernels to the best target the CPU has at or below `name` ("AVX2", "SSE4", "SCALAR", ...;
+// Limits the kernels to the best target the CPU has at or below `name` ("AVX3_BF16", "AVX2", "SCALAR", ...;
 // null, "" or "auto" for no limit). False, with a message, for a name this build does not have. The
 // first choice is RMSNORM_CPU_TARGET's, read once at load.
 bool SetTarget(const char* name, std::string* error);
