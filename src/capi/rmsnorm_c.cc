@@ -111,12 +111,15 @@ rmsnorm_status Run(const Config* config, Pointers... pointers) {
   constexpr const char* fn = kEx ? op.c_function_ex : op.c_function;
   const void* const ordered[] = {pointers...};
   return Guard(fn, [&] {
-    Problem p;
-    if constexpr (kEx) {
-      p = runtime::CheckConfigEx(fn, config, op.kind);
-    } else {
-      p = runtime::CheckConfig(fn, config, op.kind);
-    }
+    // Initialized from the check's result, not assigned: a Problem is some 300 bytes, and zeroing it
+    // and then copying it over was a fair part of a decode row's call.
+    const Problem p = [&] {
+      if constexpr (kEx) {
+        return runtime::CheckConfigEx(fn, config, op.kind);
+      } else {
+        return runtime::CheckConfig(fn, config, op.kind);
+      }
+    }();
     if (p.rows == 0) return;
     runtime::CheckTensors<kOp>(fn, p, ordered);
     Dispatch<kOp>(p, ordered);
