@@ -8,9 +8,13 @@
 //
 //   x: (*, cols) contiguous f32/bf16/f16; weight, bias: (cols) any of those dtypes (used as f32), or
 //   undefined; y: x's shape and dtype. Gradients: dx like x, dweight and dbias in their parameter's dtype.
+#include <Python.h>
+
 #include <ATen/ATen.h>
+#include <torch/csrc/Exceptions.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/csrc/autograd/functions/basic_ops.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/library.h>
 
 #include <array>
@@ -215,6 +219,87 @@ at::Tensor LayerNormCpu(const at::Tensor& x, const std::optional<at::Tensor>& we
 }
 
 }  // namespace
+
+// ---- Direct entry points for rmsnorm.torch's eager route ----------------------------------------
+//
+// The same functions as a CPython module (rmsnorm._torch_ops), called without the dispatcher. Through
+// torch.ops a call pays about 2 us of argument parsing and dispatch, as much as a decode row's whole
+// F.layer_norm. rmsnorm/torch/functional.py calls these only where the dispatcher would do nothing but
+// reach the same kernel: plain CPU tensors of the kernels' dtypes with matching shapes, no mode, no
+// transform, not compiling or tracing (_eager_cols there), Python floats in range. They take exactly
+// those arguments, positionally: x, weight or None, bias or None, then the floats.
+namespace {
+
+std::optional<at::Tensor> OptionalTensor(PyObject* p) {
+  return p == Py_None ? std::nullopt : std::optional<at::Tensor>(THPVariable_Unpack(p));
+}
+
+// Lets other Python threads run during a call that moves more than a decode row; a small call keeps
+// the GIL, whose release and reacquisition would cost more than the kernel.
+class ReleaseGilIfLarge {
+ public:
+  explicit ReleaseGilIfLarge(const at::Tensor& x) : state_(x.numel() >= (int64_t{1} << 16) ? PyEval_SaveThread() : nullptr) {}
+  ~ReleaseGilIfLarge() {
+    if (state_) PyEval_RestoreThread(state_);
+  }
+  ReleaseGilIfLarge(const ReleaseGilIfLarge&) = delete;
+  ReleaseGilIfLarge& operator=(const ReleaseGilIfLarge&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
+// rms_norm(x, weight, bias, eps, partial, weight_offset, with_autograd) -> y, or None when x is not
+// contiguous (the caller's strided path takes it).
+PyObject* PyRmsNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(nargs == 7, "rms_norm takes 7 arguments");
+  const at::Tensor& x = THPVariable_Unpack(args[0]);
+  if (!x.is_contiguous()) Py_RETURN_NONE;
+  const std::optional<at::Tensor> weight = OptionalTensor(args[1]), bias = OptionalTensor(args[2]);
+  const double eps = PyFloat_AsDouble(args[3]), partial = PyFloat_AsDouble(args[4]);
+  const double weight_offset = PyFloat_AsDouble(args[5]);
+  if (PyObject_IsTrue(args[6])) return THPVariable_Wrap(RmsNormAutograd(x, weight, bias, eps, partial, weight_offset));
+  at::Tensor y;
+  {
+    const ReleaseGilIfLarge release(x);
+    y = RmsNormCpu(x, weight, bias, eps, partial, weight_offset);
+  }
+  return THPVariable_Wrap(std::move(y));
+  END_HANDLE_TH_ERRORS
+}
+
+// layer_norm(x, weight, bias, eps, with_autograd) -> y, or None as above.
+PyObject* PyLayerNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(nargs == 5, "layer_norm takes 5 arguments");
+  const at::Tensor& x = THPVariable_Unpack(args[0]);
+  if (!x.is_contiguous()) Py_RETURN_NONE;
+  const std::optional<at::Tensor> weight = OptionalTensor(args[1]), bias = OptionalTensor(args[2]);
+  const double eps = PyFloat_AsDouble(args[3]);
+  if (PyObject_IsTrue(args[4])) return THPVariable_Wrap(LayerNormAutograd(x, weight, bias, eps));
+  at::Tensor y;
+  {
+    const ReleaseGilIfLarge release(x);
+    y = LayerNormCpu(x, weight, bias, eps);
+  }
+  return THPVariable_Wrap(std::move(y));
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef kMethods[] = {
+    {"rms_norm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PyRmsNorm)), METH_FASTCALL,
+     "rms_norm(x, weight, bias, eps, partial, weight_offset, with_autograd): see torch_ops.cc"},
+    {"layer_norm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PyLayerNorm)), METH_FASTCALL,
+     "layer_norm(x, weight, bias, eps, with_autograd): see torch_ops.cc"},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_torch_ops", "rmsnorm's eager torch entry points", -1, kMethods,
+                       nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__torch_ops() { return PyModule_Create(&kModule); }
 
 TORCH_LIBRARY(rmsnorm_eager, m) {
   m.def("rms_norm(Tensor x, Tensor? weight, Tensor? bias, float eps, float partial, float weight_offset) -> Tensor");

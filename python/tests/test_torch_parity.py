@@ -337,6 +337,31 @@ def test_native_ops_are_built_where_expected():
     assert rt.functional._NATIVE is not None
 
 
+@pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])
+def test_native_entry_matches_the_python_route_and_leaves_strided_rows_to_it(norm, monkeypatch):
+    # The C++ entry points (rmsnorm._torch_ops) take the eager calls, with and without autograd, and
+    # return None for a non-contiguous x, which the Python route then reads in place. 300 x 256 is above
+    # the size at which the entry lets other threads run during the kernel.
+    if rt.functional._NATIVE is None:
+        pytest.skip("the wheel has no C++ entry points for this torch")
+    g = torch.Generator().manual_seed(9)
+    x0, w = torch.randn(300, 256, generator=g), torch.rand(256, generator=g) + 0.5
+    call = getattr(rt, norm)
+    for grad in (False, True):
+        x = x0.clone().requires_grad_(grad)
+        got = call(x, (256,), w)
+        assert (got.grad_fn is not None) == grad
+        with monkeypatch.context() as m:
+            m.setattr(rt.functional, "_NATIVE", None)
+            want = call(x, (256,), w)
+        assert torch.equal(got, want)
+    strided = torch.randn(256, 300, generator=g).t()
+    entry = getattr(rt.functional._NATIVE, norm)
+    args = (1e-6, 1.0, 0.0) if norm == "rms_norm" else (1e-5,)
+    assert entry(strided, w, None, *args, False) is None
+    assert torch.equal(call(strided, (256,), w), call(strided.contiguous(), (256,), w))
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("params", ["none", "weight", "bias", "both", "bf16 weight, frozen"])
 def test_native_autograd_matches_the_python_function(dtype, params, monkeypatch):

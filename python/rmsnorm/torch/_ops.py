@@ -106,29 +106,20 @@ def _load_native_ops():
             return None
     try:
         torch.ops.load_library(library)
-    except OSError as e:  # a broken install: the Python route still works
+        # The same library as a CPython module: the eager route's calls without the dispatcher.
+        from .. import _torch_ops as entry
+    except (OSError, ImportError) as e:  # a broken install: the Python route still works
         warnings.warn(f"rmsnorm.torch: {library} did not load ({e}); training calls take the Python route")
-        return None
-    return torch.ops.rmsnorm_eager
+        return None, None
+    return torch.ops.rmsnorm_eager, entry
 
 
-NATIVE = _load_native_ops()
-_native_rms_norm = NATIVE.rms_norm.default if NATIVE is not None else None
-_native_layer_norm = NATIVE.layer_norm.default if NATIVE is not None else None
-
-
-def native_rms_norm(x: Tensor, weight, bias, eps: float, partial: float, weight_offset: float) -> Tensor:
-    """RMSNorm of a contiguous x with autograd in C++ (NATIVE must be loaded)."""
-    if _torch_num_threads() != _runtime.threads_set_for_torch[0]:
-        follow_torch_threads()
-    return _native_rms_norm(x, weight, bias, eps, partial, weight_offset)
-
-
-def native_layer_norm(x: Tensor, weight, bias, eps: float) -> Tensor:
-    """LayerNorm of a contiguous x with autograd in C++ (NATIVE must be loaded)."""
-    if _torch_num_threads() != _runtime.threads_set_for_torch[0]:
-        follow_torch_threads()
-    return _native_layer_norm(x, weight, bias, eps)
+NATIVE, NATIVE_ENTRY = _load_native_ops()
+# entry.rms_norm(x, weight, bias, eps, partial, weight_offset, with_autograd) and entry.layer_norm(x,
+# weight, bias, eps, with_autograd): y, or None for a non-contiguous x. Only for the arguments the eager
+# route admits (functional._eager_cols and the plain-float checks); see torch_ops.cc.
+entry_rms_norm = NATIVE_ENTRY.rms_norm if NATIVE_ENTRY is not None else None
+entry_layer_norm = NATIVE_ENTRY.layer_norm if NATIVE_ENTRY is not None else None
 
 
 # ---- Kernel calls -------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import Tensor
 
-from .. import _layout
+from .. import _layout, _runtime
 from .._checks import F32_MAX, check_eps, check_offset, check_partial
 from .._numpy import QUANT_FORMATS, quant_format
 from . import _ops, _sharding
@@ -56,8 +56,12 @@ _CODES = _ops._CODES
 _PARAM_TYPES = (Tensor, torch.nn.Parameter)
 _EagerRmsNorm_apply = _ops.EagerRmsNorm.apply
 _rms_forward = _ops.rms_forward
-# The C++ autograd ops when the wheel has them for this torch (see _ops.NATIVE), else None.
-_NATIVE = _ops.NATIVE
+# The C++ entry points when the wheel has them for this torch (see _ops.NATIVE_ENTRY), else None: the
+# eager route's calls, with or without autograd, skip Python's autograd Function and the dispatcher.
+_NATIVE = _ops.NATIVE_ENTRY
+_torch_num_threads = torch.get_num_threads
+_threads_for_torch = _runtime.threads_set_for_torch  # updated in place
+_follow_torch_threads = _ops.follow_torch_threads
 
 
 def _eager_cols(input, normalized_shape, weight, bias):
@@ -210,10 +214,15 @@ def rms_norm(
     # _plain_scalars and _needs_grad, inlined: this is the per-call cost of a decode step.
     if (cols and type(e) is float and 0.0 <= e <= F32_MAX and type(partial) is float and 0.0 < partial <= 1.0
             and type(weight_offset) is float and -F32_MAX <= weight_offset <= F32_MAX):
-        if _grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
-                                or (bias is not None and bias.requires_grad)):
-            if _NATIVE is not None and input.is_contiguous():
-                return _ops.native_rms_norm(input, weight, bias, e, partial, weight_offset)
+        grad = _grad_enabled() and (input.requires_grad or (weight is not None and weight.requires_grad)
+                                    or (bias is not None and bias.requires_grad))
+        if _NATIVE is not None:
+            if _torch_num_threads() != _threads_for_torch[0]:
+                _follow_torch_threads()
+            y = _NATIVE.rms_norm(input, weight, bias, e, partial, weight_offset, grad)
+            if y is not None:
+                return y
+        if grad:
             return _EagerRmsNorm_apply(input, cols, weight, bias, e, partial, weight_offset)
         return _rms_forward(input, cols, weight, bias, e, partial, weight_offset, False)[0]
     fn = "rmsnorm.torch.rms_norm"
@@ -246,9 +255,14 @@ def layer_norm(
         return _layer_norm_into(input, normalized_shape, weight, bias, eps, out)
     cols = _eager_cols(input, normalized_shape, weight, bias)
     if cols and _plain_scalars(eps, 1.0, 0.0):
-        if _needs_grad(input, weight, bias):
-            if _NATIVE is not None and input.is_contiguous():
-                return _ops.native_layer_norm(input, weight, bias, eps)
+        grad = _needs_grad(input, weight, bias)
+        if _NATIVE is not None:
+            if _torch_num_threads() != _threads_for_torch[0]:
+                _follow_torch_threads()
+            y = _NATIVE.layer_norm(input, weight, bias, eps, grad)
+            if y is not None:
+                return y
+        if grad:
             return _ops.EagerLayerNorm.apply(input, cols, weight, bias, eps)
         return _ops.layer_forward(input, cols, weight, bias, eps, False)[0]
     fn = "rmsnorm.torch.layer_norm"
