@@ -1,7 +1,7 @@
 // The eager autograd ops for torch, in C++: torch.ops.rmsnorm_eager.rms_norm and .layer_norm.
 //
-// rmsnorm.torch's eager route calls these when the wheel was built against the torch it runs with
-// (python/CMakeLists.txt). A torch.autograd.Function in Python costs a few microseconds a call in the
+// rmsnorm.torch's eager route calls these, through the CPython entry points at the bottom (the module
+// rmsnorm._torch_ops), when the wheel was built against the torch it runs with (python/CMakeLists.txt). A torch.autograd.Function in Python costs a few microseconds a call in the
 // forward and again in the backward, more than the kernel on a decode row; a C++ autograd node costs
 // what ATen's own F.layer_norm pays. Same kernels and arguments as the Python route (rmsnorm/torch/
 // _ops.py), so the same bits.

@@ -13,8 +13,10 @@ Two routes, one set of kernel calls:
   mutating fused_add_rms_norm_ (in place), rms_norm_out and layer_norm_out (out=), which have no autograd.
 - Plain eager calls (functional.py decides when; see _eager_cols there) skip the dispatcher, whose
   Python custom-op machinery costs tens of microseconds a call: more than the kernel on a decode row.
-  Inference calls the forward directly; training goes through EagerRmsNorm / EagerLayerNorm /
-  EagerAddRmsNorm, ordinary autograd Functions over the same kernel calls.
+  RMSNorm and LayerNorm call the C++ entry points (rmsnorm._torch_ops, below) where the wheel has them,
+  with their autograd in C++. Otherwise, and for the fused add, inference calls the forward directly and
+  training goes through EagerRmsNorm / EagerLayerNorm / EagerAddRmsNorm, ordinary autograd Functions
+  over the same kernel calls.
 
     x, residual, y, h, dy, dx: (rows, cols), or any shape whose last dims hold cols elements, in f32/bf16/f16
     weight, bias: (cols) in any of those dtypes (used as f32), or None for "absent"
@@ -91,8 +93,10 @@ def follow_torch_threads():
 
 # ---- The eager autograd ops in C++ ---------------------------------------------------------------
 
-# torch.ops.rmsnorm_eager (python/src/torch_ops.cc): rms_norm and layer_norm with their autograd in C++,
-# which saves the few microseconds a torch.autograd.Function costs in Python each way. The wheel has them
+# python/src/torch_ops.cc: rms_norm and layer_norm with their autograd in C++, which saves the few
+# microseconds a torch.autograd.Function costs in Python each way, as torch.ops.rmsnorm_eager and as the
+# CPython module rmsnorm._torch_ops, which the eager route calls (torch.ops would add the dispatcher's
+# 2 us a call, as much as F.layer_norm's whole call on a decode row). The wheel has them
 # when it was built with torch present (python/CMakeLists.txt), for that torch version only: under
 # another, or with RMSNORM_TORCH_OPS=0 in the environment, the Eager* Functions below run instead, with
 # the same kernel calls and bits.
