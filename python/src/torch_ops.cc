@@ -150,8 +150,9 @@ struct RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::optional<at::Tensor>& weight,
                             const std::optional<at::Tensor>& bias, double eps, double partial, double weight_offset) {
     at::Tensor rstd;
-    at::Tensor y = RmsForward(x, Defined(weight), Defined(bias), eps, partial, weight_offset, &rstd);
-    ctx->save_for_backward({x, AsF32(Defined(weight)), rstd});
+    const at::Tensor w = AsF32(Defined(weight));  // once, for the kernel and the backward
+    at::Tensor y = RmsForward(x, w, Defined(bias), eps, partial, weight_offset, &rstd);
+    ctx->save_for_backward({x, w, rstd});
     ctx->saved_data[kConfig] = std::vector<double>{eps, partial, weight_offset};
     ctx->saved_data[kDtypes] = ParamDtypes(weight, bias);
     return y;
@@ -176,8 +177,9 @@ struct LayerNormFunction : public torch::autograd::Function<LayerNormFunction> {
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const std::optional<at::Tensor>& weight,
                             const std::optional<at::Tensor>& bias, double eps) {
     LayerStats stats;
-    at::Tensor y = LayerForward(x, Defined(weight), Defined(bias), eps, &stats);
-    ctx->save_for_backward({x, AsF32(Defined(weight)), stats.mean, stats.rstd});
+    const at::Tensor w = AsF32(Defined(weight));  // once, for the kernel and the backward
+    at::Tensor y = LayerForward(x, w, Defined(bias), eps, &stats);
+    ctx->save_for_backward({x, w, stats.mean, stats.rstd});
     ctx->saved_data[kConfig] = std::vector<double>{eps, 1.0, 0.0};
     ctx->saved_data[kDtypes] = ParamDtypes(weight, bias);
     return y;
