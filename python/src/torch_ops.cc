@@ -1,9 +1,10 @@
 // The eager autograd ops for torch, in C++: torch.ops.rmsnorm_eager.rms_norm and .layer_norm.
 //
 // rmsnorm.torch's eager route calls these, through the CPython entry points at the bottom (the module
-// rmsnorm._torch_ops), when the wheel was built against the torch it runs with (python/CMakeLists.txt). A torch.autograd.Function in Python costs a few microseconds a call in the
-// forward and again in the backward, more than the kernel on a decode row; a C++ autograd node costs
-// what ATen's own F.layer_norm pays. Same kernels and arguments as the Python route (rmsnorm/torch/
+// rmsnorm._torch_ops), when the wheel was built against the torch it runs with (python/CMakeLists.txt).
+// A torch.autograd.Function in Python costs a few microseconds a call in the forward and again in the
+// backward, more than the kernel on a decode row; a C++ autograd node costs what ATen's own
+// F.layer_norm pays. Same kernels and arguments as the Python route (rmsnorm/torch/
 // _ops.py), so the same bits.
 //
 //   x: (*, cols) contiguous f32/bf16/f16; weight, bias: (cols) any of those dtypes (used as f32), or
@@ -240,7 +241,8 @@ std::optional<at::Tensor> OptionalTensor(PyObject* p) {
 // the GIL, whose release and reacquisition would cost more than the kernel.
 class ReleaseGilIfLarge {
  public:
-  explicit ReleaseGilIfLarge(const at::Tensor& x) : state_(x.numel() >= (int64_t{1} << 16) ? PyEval_SaveThread() : nullptr) {}
+  explicit ReleaseGilIfLarge(const at::Tensor& x)
+      : state_(x.numel() >= (int64_t{1} << 16) ? PyEval_SaveThread() : nullptr) {}
   ~ReleaseGilIfLarge() {
     if (state_) PyEval_RestoreThread(state_);
   }

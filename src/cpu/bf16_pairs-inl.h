@@ -54,9 +54,8 @@ HWY_INLINE void LoadBf16Pair(DF d, const hwy::bfloat16_t* p, VF* even, VF* odd) 
   *odd = hn::BitCast(d, hn::And(pair, hn::Set(du, 0xFFFF0000u)));
 }
 
-// The inverse: even's lanes rounded to bf16 at p[0], p[2], ..., odd's at p[1], p[3], ... (see above
-// for NaN: Bf16RoundedBits is also exact for a NaN with a zero low half). Non-temporal when `stream`;
-// p is then aligned to 2N * 2 bytes.
+// The inverse: even's lanes rounded to bf16 in the even 16-bit lanes, odd's in the odd ones (see above
+// for NaN: Bf16RoundedBits is also exact for a NaN with a zero low half).
 HWY_INLINE hn::Vec<DU16Full> Bf16PairBits(VF even, VF odd) {
   const DU16Full du16;
 #if RMSNORM_HAVE_NATIVE_BF16
@@ -76,6 +75,7 @@ HWY_INLINE hn::Vec<DU16Full> Bf16PairBits(VF even, VF odd) {
   return hn::OddEven(hn::BitCast(du16, Bf16RoundedBits(odd)), hn::BitCast(du16, even_bits));
 }
 
+// Those at p[0, 2N). Non-temporal when `stream`; p is then aligned to 2N * 2 bytes.
 HWY_INLINE void StoreBf16Pair(VF even, VF odd, hwy::bfloat16_t* p, bool stream) {
   const DU16Full du16;
   const auto merged = Bf16PairBits(even, odd);

@@ -118,12 +118,10 @@ def _load_native_ops():
     return torch.ops.rmsnorm_eager, entry
 
 
-NATIVE, NATIVE_ENTRY = _load_native_ops()
-# entry.rms_norm(x, weight, bias, eps, partial, weight_offset, with_autograd) and entry.layer_norm(x,
+# NATIVE_ENTRY.rms_norm(x, weight, bias, eps, partial, weight_offset, with_autograd) and .layer_norm(x,
 # weight, bias, eps, with_autograd): y, or None for a non-contiguous x. Only for the arguments the eager
 # route admits (functional._eager_cols and the plain-float checks); see torch_ops.cc.
-entry_rms_norm = NATIVE_ENTRY.rms_norm if NATIVE_ENTRY is not None else None
-entry_layer_norm = NATIVE_ENTRY.layer_norm if NATIVE_ENTRY is not None else None
+NATIVE, NATIVE_ENTRY = _load_native_ops()
 
 
 # ---- Kernel calls -------------------------------------------------------------------------------
