@@ -291,11 +291,39 @@ PyObject* PyLayerNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   END_HANDLE_TH_ERRORS
 }
 
+// add_rms_norm(x, residual, weight, bias, eps, partial, weight_offset) -> (y, h) with h = x + residual
+// and y = RMSNorm(h), inference only; None when x or residual is not contiguous. x and residual have one
+// shape and dtype (the caller checks).
+PyObject* PyAddRmsNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  TORCH_CHECK(nargs == 7, "add_rms_norm takes 7 arguments");
+  const at::Tensor& x = THPVariable_Unpack(args[0]);
+  const at::Tensor& residual = THPVariable_Unpack(args[1]);
+  if (!x.is_contiguous() || !residual.is_contiguous()) Py_RETURN_NONE;
+  const rmsnorm_config c =
+      ConfigOf(x, PyFloat_AsDouble(args[4]), PyFloat_AsDouble(args[5]), PyFloat_AsDouble(args[6]));
+  const at::Tensor w = AsF32(Defined(OptionalTensor(args[2]))), b = AsF32(Defined(OptionalTensor(args[3])));
+  at::Tensor y = at::empty_like(x), h = at::empty_like(x);
+  {
+    const ReleaseGilIfLarge release(x);
+    Check(rmsnorm_add_forward(&c, x.data_ptr(), residual.data_ptr(), FloatPointer(w), FloatPointer(b), y.data_ptr(),
+                              h.data_ptr(), nullptr));
+  }
+  PyObject* pair = PyTuple_New(2);
+  if (pair == nullptr) return nullptr;
+  PyTuple_SET_ITEM(pair, 0, THPVariable_Wrap(std::move(y)));  // the tuple takes the references
+  PyTuple_SET_ITEM(pair, 1, THPVariable_Wrap(std::move(h)));
+  return pair;
+  END_HANDLE_TH_ERRORS
+}
+
 PyMethodDef kMethods[] = {
     {"rms_norm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PyRmsNorm)), METH_FASTCALL,
      "rms_norm(x, weight, bias, eps, partial, weight_offset, with_autograd): see torch_ops.cc"},
     {"layer_norm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PyLayerNorm)), METH_FASTCALL,
      "layer_norm(x, weight, bias, eps, with_autograd): see torch_ops.cc"},
+    {"add_rms_norm", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(PyAddRmsNorm)), METH_FASTCALL,
+     "add_rms_norm(x, residual, weight, bias, eps, partial, weight_offset): inference, see torch_ops.cc"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "_torch_ops", "rmsnorm's eager torch entry points", -1, kMethods,

@@ -362,6 +362,30 @@ def test_native_entry_matches_the_python_route_and_leaves_strided_rows_to_it(nor
     assert torch.equal(call(strided, (256,), w), call(strided.contiguous(), (256,), w))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_native_entry_adds_and_normalizes_as_the_python_route(dtype, monkeypatch):
+    # The fused add's inference entry point: the same (y, h) as the Python route's kernel call, bit for
+    # bit, and None (the Python route then) when the residual is strided.
+    if rt.functional._NATIVE is None:
+        pytest.skip("the wheel has no C++ entry points for this torch")
+    g = torch.Generator().manual_seed(11)
+    x, residual = (torch.randn(300, 256, generator=g).to(dtype) for _ in range(2))
+    w, b = torch.rand(256, generator=g) + 0.5, torch.randn(256, generator=g)
+    with torch.no_grad():
+        got = rt.add_rms_norm(x, residual, w, 1e-6, partial=0.5, weight_offset=0.25, bias=b)
+        with monkeypatch.context() as m:
+            m.setattr(rt.functional, "_NATIVE", None)
+            want = rt.add_rms_norm(x, residual, w, 1e-6, partial=0.5, weight_offset=0.25, bias=b)
+    assert isinstance(got, tuple) and len(got) == 2
+    for a, e in zip(got, want):
+        assert a.dtype == dtype and torch.equal(a, e)
+    strided = torch.randn(256, 300, generator=g).to(dtype).t()
+    assert rt.functional._NATIVE.add_rms_norm(x, strided, w, None, 1e-6, 1.0, 0.0) is None
+    with torch.no_grad():
+        for a, e in zip(rt.add_rms_norm(x, strided, w, 1e-6), rt.add_rms_norm(x, strided.contiguous(), w, 1e-6)):
+            assert torch.equal(a, e)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("params", ["none", "weight", "bias", "both", "bf16 weight, frozen"])
 def test_native_autograd_matches_the_python_function(dtype, params, monkeypatch):

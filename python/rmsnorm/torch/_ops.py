@@ -14,9 +14,9 @@ Two routes, one set of kernel calls:
 - Plain eager calls (functional.py decides when; see _eager_cols there) skip the dispatcher, whose
   Python custom-op machinery costs tens of microseconds a call: more than the kernel on a decode row.
   RMSNorm and LayerNorm call the C++ entry points (rmsnorm._torch_ops, below) where the wheel has them,
-  with their autograd in C++. Otherwise, and for the fused add, inference calls the forward directly and
-  training goes through EagerRmsNorm / EagerLayerNorm / EagerAddRmsNorm, ordinary autograd Functions
-  over the same kernel calls.
+  with their autograd in C++, and so does the fused add's inference. Otherwise inference calls the
+  forward directly and training goes through EagerRmsNorm / EagerLayerNorm / EagerAddRmsNorm, ordinary
+  autograd Functions over the same kernel calls.
 
     x, residual, y, h, dy, dx: (rows, cols), or any shape whose last dims hold cols elements, in f32/bf16/f16
     weight, bias: (cols) in any of those dtypes (used as f32), or None for "absent"
@@ -119,8 +119,9 @@ def _load_native_ops():
 
 
 # NATIVE_ENTRY.rms_norm(x, weight, bias, eps, partial, weight_offset, with_autograd) and .layer_norm(x,
-# weight, bias, eps, with_autograd): y, or None for a non-contiguous x. Only for the arguments the eager
-# route admits (functional._eager_cols and the plain-float checks); see torch_ops.cc.
+# weight, bias, eps, with_autograd): y, or None for a non-contiguous x; .add_rms_norm(x, residual,
+# weight, bias, eps, partial, weight_offset): (y, h) without autograd, or None. Only for the arguments
+# the eager route admits (functional._eager_cols and the plain-float checks); see torch_ops.cc.
 NATIVE, NATIVE_ENTRY = _load_native_ops()
 
 

@@ -414,6 +414,12 @@ def add_rms_norm(
     if cols and _plain_scalars(e, partial, weight_offset):
         if _needs_grad(input, weight, bias) or (_grad_enabled() and residual.requires_grad):
             return _ops.EagerAddRmsNorm.apply(input, residual, cols, weight, bias, e, partial, weight_offset)
+        if _NATIVE is not None:
+            if _torch_num_threads() != _threads_for_torch[0]:
+                _follow_torch_threads()
+            yh = _NATIVE.add_rms_norm(input, residual, weight, bias, e, partial, weight_offset)
+            if yh is not None:
+                return yh
         y, h, _ = _ops.rms_add_forward(input, residual, cols, weight, bias, e, partial, weight_offset, False)
         return y, h
     fn = "rmsnorm.torch.add_rms_norm"
