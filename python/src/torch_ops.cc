@@ -253,6 +253,17 @@ class ReleaseGilIfLarge {
   PyThreadState* state_;
 };
 
+// forward() run without the GIL when x is large, returned as a new Python reference.
+template <class Forward>
+PyObject* WrapForward(const at::Tensor& x, const Forward& forward) {
+  at::Tensor y;
+  {
+    const ReleaseGilIfLarge release(x);
+    y = forward();
+  }
+  return THPVariable_Wrap(std::move(y));
+}
+
 // rms_norm(x, weight, bias, eps, partial, weight_offset, with_autograd) -> y, or None when x is not
 // contiguous (the caller's strided path takes it).
 PyObject* PyRmsNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -264,12 +275,7 @@ PyObject* PyRmsNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const double eps = PyFloat_AsDouble(args[3]), partial = PyFloat_AsDouble(args[4]);
   const double weight_offset = PyFloat_AsDouble(args[5]);
   if (PyObject_IsTrue(args[6])) return THPVariable_Wrap(RmsNormAutograd(x, weight, bias, eps, partial, weight_offset));
-  at::Tensor y;
-  {
-    const ReleaseGilIfLarge release(x);
-    y = RmsNormCpu(x, weight, bias, eps, partial, weight_offset);
-  }
-  return THPVariable_Wrap(std::move(y));
+  return WrapForward(x, [&] { return RmsNormCpu(x, weight, bias, eps, partial, weight_offset); });
   END_HANDLE_TH_ERRORS
 }
 
@@ -282,12 +288,7 @@ PyObject* PyLayerNorm(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const std::optional<at::Tensor> weight = OptionalTensor(args[1]), bias = OptionalTensor(args[2]);
   const double eps = PyFloat_AsDouble(args[3]);
   if (PyObject_IsTrue(args[4])) return THPVariable_Wrap(LayerNormAutograd(x, weight, bias, eps));
-  at::Tensor y;
-  {
-    const ReleaseGilIfLarge release(x);
-    y = LayerNormCpu(x, weight, bias, eps);
-  }
-  return THPVariable_Wrap(std::move(y));
+  return WrapForward(x, [&] { return LayerNormCpu(x, weight, bias, eps); });
   END_HANDLE_TH_ERRORS
 }
 
