@@ -28,9 +28,9 @@ def torch_seed():
 
 @pytest.fixture(params=["native", "eager", "ops"])
 def route(request, monkeypatch):
-    """Every route to the kernels: the direct eager one with its autograd in C++ (torch.ops.rmsnorm_eager,
-    when the wheel has it) or in Python (torch.autograd.Function), and the torch.library ops (under
-    compile, export or a dispatch mode)."""
+    """Every route to the kernels: the direct eager one through the C++ entry points with their autograd
+    in C++ (rmsnorm._torch_ops, when the wheel has it) or in Python (torch.autograd.Function), and the
+    torch.library ops (under compile, export or a dispatch mode)."""
     import rmsnorm.torch as rt
 
     if request.param == "native" and rt.functional._NATIVE is None:

@@ -1,6 +1,8 @@
 """rmsnorm.torch against torch's own norms and against float64 formulas, in values and gradients."""
 import math
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -335,6 +337,24 @@ def test_native_ops_are_built_where_expected():
     if os.environ.get("RMSNORM_EXPECT_TORCH_OPS") != "1":
         pytest.skip("RMSNORM_EXPECT_TORCH_OPS=1 is set by make test-python")
     assert rt.functional._NATIVE is not None
+
+
+def test_without_the_native_library_the_python_route_runs():
+    # RMSNORM_TORCH_OPS=0 (as a torch of another version does) must leave rmsnorm.torch importable, with
+    # no entry points and training through the Python autograd Function. In a fresh process: the switch
+    # is read at import.
+    script = (
+        "import torch, rmsnorm.torch as rt\n"
+        "assert rt.functional._NATIVE is None\n"
+        "x = torch.randn(3, 8, requires_grad=True)\n"
+        "y = rt.rms_norm(x, (8,))\n"
+        "assert y.grad_fn.name() == 'EagerRmsNormBackward', y.grad_fn.name()\n"
+        "y.sum().backward()\n"
+        "assert x.grad is not None\n"
+    )
+    env = dict(os.environ, RMSNORM_TORCH_OPS="0")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.parametrize("norm", ["rms_norm", "layer_norm"])

@@ -113,16 +113,16 @@ def _load_native_ops():
         # The same library as a CPython module: the eager route's calls without the dispatcher.
         from .. import _torch_ops as entry
     except (OSError, ImportError) as e:  # a broken install: the Python route still works
-        warnings.warn(f"rmsnorm.torch: {library} did not load ({e}); training calls take the Python route")
-        return None, None
-    return torch.ops.rmsnorm_eager, entry
+        warnings.warn(f"rmsnorm.torch: {library} did not load ({e}); eager calls take the Python route")
+        return None
+    return entry
 
 
 # NATIVE_ENTRY.rms_norm(x, weight, bias, eps, partial, weight_offset, with_autograd) and .layer_norm(x,
 # weight, bias, eps, with_autograd): y, or None for a non-contiguous x; .add_rms_norm(x, residual,
 # weight, bias, eps, partial, weight_offset): (y, h) without autograd, or None. Only for the arguments
 # the eager route admits (functional._eager_cols and the plain-float checks); see torch_ops.cc.
-NATIVE, NATIVE_ENTRY = _load_native_ops()
+NATIVE_ENTRY = _load_native_ops()
 
 
 # ---- Kernel calls -------------------------------------------------------------------------------
