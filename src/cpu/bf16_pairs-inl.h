@@ -61,8 +61,7 @@ HWY_INLINE hn::Vec<DU16Full> Bf16PairBits(VF even, VF odd) {
 #if RMSNORM_HAVE_NATIVE_BF16
   // VCVTNE2PS2BF16 (see Bf16BitsNative): even's encodings in the lower half, odd's in the upper, then
   // one permute interleaves them.
-  if (NativeBf16Rounding() && HWY_LIKELY((_mm512_fpclass_ps_mask(even.raw, 0x20) |
-                                           _mm512_fpclass_ps_mask(odd.raw, 0x20)) == 0)) {
+  if (NativeBf16Rounding() && HWY_LIKELY((SubnormalLanes(even) | SubnormalLanes(odd)) == 0)) {
     __m512i halves;
     asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
     alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,

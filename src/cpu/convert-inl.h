@@ -92,8 +92,11 @@ HWY_INLINE hn::Vec<DU16> Bf16BitsSoftware(VF v) {
 // instead of eight. It flushes subnormal inputs to a signed zero, where ours rounds them, so a vector
 // holding one (rare: |x| < 2^-126) takes the software rounding. Inline assembly: GCC declines to
 // inline an intrinsic for an extension the caller's target attribute lacks, and Highway's AVX3 lacks it.
+// The lanes the instruction would flush: subnormal ones (VFPCLASSPS class 0x20), as a mask.
+HWY_INLINE __mmask16 SubnormalLanes(VF v) { return _mm512_fpclass_ps_mask(v.raw, 0x20); }
+
 HWY_INLINE hn::Vec<DU16> Bf16BitsNative(VF v) {
-  if (HWY_UNLIKELY(_mm512_fpclass_ps_mask(v.raw, 0x20) != 0)) return Bf16BitsSoftware(v);  // 0x20: denormal
+  if (HWY_UNLIKELY(SubnormalLanes(v) != 0)) return Bf16BitsSoftware(v);
   __m256i bits;
   asm("vcvtneps2bf16 %1, %0" : "=v"(bits) : "v"(v.raw));
   return hn::Vec<DU16>{bits};
