@@ -12,6 +12,9 @@
 HWY_BEFORE_NAMESPACE();
 namespace rmsnorm::cpu::HWY_NAMESPACE {
 
+using quantize_detail::kCanStreamBytes;
+using quantize_detail::StreamBytes;
+
 void QuantizeInt8RowRange(const float* y, int64_t begin, int64_t end, int64_t cols, int8_t* q, float* scales) {
   for (int64_t r = begin; r < end; ++r) QuantizeInt8Row(y + r * cols, cols, q + r * cols, scales + r);
 }
@@ -25,11 +28,13 @@ void NarrowingCopyRange(const float* x, size_t begin, size_t end, uint8_t* q, bo
   size_t i = begin;
   for (; i + N <= end; i += N) {
     const auto bytes = hn::DemoteTo(d8, hn::ConvertTo(di, hn::LoadU(d, x + i)));
-    if (nontemporal) {
-      hn::Stream(bytes, d8, q + i);
-    } else {
-      hn::StoreU(bytes, d8, q + i);
+    if constexpr (kCanStreamBytes<decltype(d8)>) {
+      if (nontemporal) {
+        StreamBytes(d8, bytes, q + i);
+        continue;
+      }
     }
+    hn::StoreU(bytes, d8, q + i);
   }
   for (; i < end; ++i) q[i] = uint8_t(std::clamp(int32_t(x[i]), 0, 255));
   if (nontemporal) hwy::FlushStream();

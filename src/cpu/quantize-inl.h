@@ -68,17 +68,44 @@ HWY_INLINE void StoreUpTo(D d, hn::Vec<D> v, hn::TFromD<D>* p, size_t count) {
   std::memcpy(p, buffer, HWY_MIN(count, kMaxQuantLanes) * sizeof(*p));
 }
 
+// A whole vector of bytes to p with a non-temporal store (the line goes to memory without being read
+// first); p is aligned to the vector's size. Highway 1.0.3 streams a vector narrower than 16 bytes as a
+// full 16-byte store, past its end and misaligned, so the narrower byte vectors of AVX2 (8 bytes) and
+// SSE4 (4) go out through MOVNTI from a general register instead. kCanStreamBytes: whether this
+// target has such a store at all (the scalar one does not).
+template <class D>
+constexpr size_t kVectorBytes = hn::MaxLanes(D()) * sizeof(hn::TFromD<D>);
+template <class D>
+constexpr bool kCanStreamBytes =
+    HWY_ARCH_X86_64 && (kVectorBytes<D> == 16 || kVectorBytes<D> == 8 || kVectorBytes<D> == 4);
+
+template <class D>
+HWY_INLINE void StreamBytes(D d, hn::Vec<D> v, hn::TFromD<D>* p) {
+  constexpr size_t kBytes = kVectorBytes<D>;
+  static_assert(kCanStreamBytes<D>, "a target with a non-temporal store of this width");
+#if HWY_ARCH_X86_64
+  if constexpr (kBytes == 16) {
+    hn::Stream(v, d, p);
+  } else if constexpr (kBytes == 8) {
+    const hn::Repartition<uint64_t, D> d64;
+    _mm_stream_si64(reinterpret_cast<long long*>(p), static_cast<long long>(hn::GetLane(hn::BitCast(d64, v))));
+  } else {
+    const hn::Repartition<uint32_t, D> d32;
+    _mm_stream_si32(reinterpret_cast<int*>(p), static_cast<int>(hn::GetLane(hn::BitCast(d32, v))));
+  }
+#else
+  (void)d, (void)v, (void)p;
+#endif
+}
+
 // A row's quantized bytes to q + i: the first count lanes of v. stream: a call whose outputs outgrow
-// the cache (RowPlan::stream_outputs) and a q 16-byte aligned; where the target's byte vector is a
-// whole 16-byte register (x86 with AVX-512), full vectors then go out as non-temporal stores, which
-// do not read the line first. Elsewhere the stores are ordinary: a 4- or 8-byte vector has no such store.
+// the cache (RowPlan::stream_outputs) and a q 16-byte aligned; whole vectors then go out as
+// non-temporal stores where the target has one (StreamBytes).
 template <class D>
 HWY_INLINE void StoreBytes(D d, hn::Vec<D> v, hn::TFromD<D>* q, size_t i, size_t count, bool stream) {
-#if HWY_ARCH_X86
-  if constexpr (hn::MaxLanes(D()) * sizeof(hn::TFromD<D>) == 16) {
-    if (stream && count == hn::Lanes(d)) return hn::Stream(v, d, q + i);
+  if constexpr (kCanStreamBytes<D>) {
+    if (stream && count == hn::Lanes(d)) return StreamBytes(d, v, q + i);
   }
-#endif
   (void)stream;
   StoreUpTo(d, v, q + i, count);
 }
