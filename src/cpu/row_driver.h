@@ -274,7 +274,7 @@ void RunBackward(const Problem& p, const BackwardArgs& a) {
               p, plan, a, gain.data());
           RunRows(plan, bytes, kernel, &grads);
           grads.Reduce();
-          if (!AllFinite(a.dweight, p.cols) || !AllFinite(a.dbias, p.cols)) kernel.ResumParamGrads(a.dweight, a.dbias);
+          if (!ParamGradsFinite(kernel, a.dweight, a.dbias, p.cols)) kernel.ResumParamGrads(a.dweight, a.dbias);
         });
       });
     });
