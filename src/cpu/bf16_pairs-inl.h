@@ -200,16 +200,10 @@ HWY_INLINE void LoadZipped(DF d, const float* p, VF* low, VF* high) {
   }
 }
 
-// The inverse, rounded to bf16 as Bf16Bits. A NaN is rare: one test of low + high for both vectors
-// (opposite infinities also take the NaN-aware rounding, which is right for any lane).
+// The inverse, rounded to bf16 as Bf16Bits: zipped order is the pack's order (see Bf16BitsPacked).
 HWY_INLINE void StoreBf16Zipped(DF d, VF low, VF high, hwy::bfloat16_t* p) {
   const hn::Repartition<int16_t, DF> di16;
-  auto* bits = reinterpret_cast<int16_t*>(p);
-  if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(hn::Add(low, high))))) {
-    hn::StoreU(hn::ReorderDemote2To(di16, Bf16BitsWide(low), Bf16BitsWide(high)), di16, bits);
-  } else {
-    hn::StoreU(hn::ReorderDemote2To(di16, Bf16BitsWideNotNaN(low), Bf16BitsWideNotNaN(high)), di16, bits);
-  }
+  hn::StoreU(Bf16BitsPacked(d, low, high), di16, reinterpret_cast<int16_t*>(p));
 }
 #endif
 

@@ -130,18 +130,22 @@ HWY_INLINE void LoadBf16Zipped(DF d, const hwy::bfloat16_t* p, VF* low, VF* high
   *high = hn::BitCast(d, hn::ZipUpper(du, hn::Zero(du16), bits));
 }
 
-// Two f32 vectors holding 2N consecutive columns, rounded to bf16 as Bf16Bits: one signed pack for both
-// (and on AVX2 one permute of its 64-bit blocks back into column order) instead of a pack and a permute
-// each, and one NaN test for the two (opposite infinities also take the NaN-aware rounding, which is
-// right for any lane). The same bits as Bf16Bits of each.
-HWY_INLINE hn::Vec<DU16Full> Bf16BitsTwo(DF d, VF first, VF second) {
+// Two f32 vectors rounded to bf16 as Bf16Bits and narrowed by one signed pack, in the pack's order: per
+// 128-bit block, a's lanes of that block, then b's. One NaN test for the two (opposite infinities also
+// take the NaN-aware rounding, which is right for any lane).
+HWY_INLINE hn::Vec<hn::Repartition<int16_t, DF>> Bf16BitsPacked(DF d, VF a, VF b) {
   const hn::Repartition<int16_t, DF> di16;
-  hn::Vec<decltype(di16)> packed;
-  if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(hn::Add(first, second))))) {
-    packed = hn::ReorderDemote2To(di16, Bf16BitsWide(first), Bf16BitsWide(second));
-  } else {
-    packed = hn::ReorderDemote2To(di16, Bf16BitsWideNotNaN(first), Bf16BitsWideNotNaN(second));
+  if (HWY_UNLIKELY(!hn::AllFalse(d, hn::IsNaN(hn::Add(a, b))))) {
+    return hn::ReorderDemote2To(di16, Bf16BitsWide(a), Bf16BitsWide(b));
   }
+  return hn::ReorderDemote2To(di16, Bf16BitsWideNotNaN(a), Bf16BitsWideNotNaN(b));
+}
+
+// Two f32 vectors holding 2N consecutive columns, rounded to bf16 as Bf16Bits: one pack for both (and
+// on AVX2 one permute of its 64-bit blocks back into column order) instead of a pack and a permute
+// each. The same bits as Bf16Bits of each.
+HWY_INLINE hn::Vec<DU16Full> Bf16BitsTwo(DF d, VF first, VF second) {
+  auto packed = Bf16BitsPacked(d, first, second);
 #if HWY_TARGET == HWY_AVX2
   packed.raw = _mm256_permute4x64_epi64(packed.raw, 0xD8);  // the pack interleaves the 128-bit blocks
 #endif
