@@ -194,6 +194,16 @@ HWY_INLINE void PrefetchNextRow(const OutputHints<T>& hints, size_t i) {
   }
 }
 
+// A streamed output's head: calls step(i, count, false) (ordinary stores) over the columns before out's
+// first address aligned to `unit_bytes`, the streaming store's alignment, at most n. Returns their number.
+template <class T, class Step>
+HWY_INLINE size_t UnalignedHead(DF d, const T* out, size_t n, size_t unit_bytes, const Step& step) {
+  const size_t misaligned = reinterpret_cast<uintptr_t>(out) % unit_bytes;
+  const size_t head = HWY_MIN(n, misaligned == 0 ? 0 : (unit_bytes - misaligned) / sizeof(T));
+  ForEachVector(d, head, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
+  return head;
+}
+
 #if RMSNORM_HAVE_BF16_ZIP
 // ForEachOutput for bf16 on SSE4 and AVX2, where rounding is the bulk of a vector's work: whole blocks of
 // 2N columns are rounded and stored together (Bf16BitsTwo); a streamed row's unaligned head and the
@@ -205,12 +215,7 @@ HWY_INLINE void ForEachBf16Output(DF d, hwy::bfloat16_t* out, size_t n, const Ou
   const DU16Full du16;
   const size_t N = hn::Lanes(d);
   const size_t block_bytes = 2 * N * sizeof(uint16_t);
-  size_t head = 0;
-  if (hints.stream) {  // streaming stores need a block-aligned address
-    const size_t misaligned = reinterpret_cast<uintptr_t>(out) % block_bytes;
-    head = HWY_MIN(n, misaligned == 0 ? 0 : (block_bytes - misaligned) / sizeof(uint16_t));
-    ForEachVector(d, head, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
-  }
+  const size_t head = hints.stream ? UnalignedHead(d, out, n, block_bytes, step) : 0;
   const size_t end = head + (n - head) / (2 * N) * (2 * N);
   const auto block = [&](size_t i) RMSNORM_INLINE_LAMBDA {
     PrefetchNextRow(hints, i);
@@ -261,11 +266,7 @@ HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hint
   }
   // Ordinary stores up to the first aligned vector, streaming ones through the aligned middle.
   const size_t N = hn::Lanes(d);
-  const size_t vector_bytes = N * sizeof(T);
-  const size_t misaligned = reinterpret_cast<uintptr_t>(out) % vector_bytes;
-  const size_t head = HWY_MIN(n, misaligned == 0 ? 0 : (vector_bytes - misaligned) / sizeof(T));
-  ForEachVector(d, head, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
-  size_t i = head;
+  size_t i = UnalignedHead(d, out, n, N * sizeof(T), step);
   for (; i + N <= n; i += N) step(i, N, true);
   if (i < n) step(i, n - i, false);
 }
