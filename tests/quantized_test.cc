@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "raw_format_calls.h"
 #include "ref/quant_formats.h"
 #include "ref/quantize.h"
 #include "registry/registry.h"
@@ -504,12 +505,11 @@ struct BadCall {
 
   float* At(int64_t i) { return i < 0 ? nullptr : buffer.data() + i; }
   rmsnorm_status Call() {
-    rmsnorm_quant_format f;
-    std::memcpy(&f, &format, sizeof f);
     void* q_data = q < 0 ? nullptr : reinterpret_cast<uint8_t*>(buffer.data()) + q;
-    return add ? rmsnorm_add_forward_quantized(&config, f, At(x), At(residual), weight.data(), nullptr, q_data,
-                                               At(scales), At(residual_out), At(rstd))
-               : rmsnorm_forward_quantized(&config, f, At(x), weight.data(), nullptr, q_data, At(scales), At(rstd));
+    return add ? rmsnorm_test_add_forward_quantized(&config, format, At(x), At(residual), weight.data(), nullptr,
+                                                    q_data, At(scales), At(residual_out), At(rstd))
+               : rmsnorm_test_forward_quantized(&config, format, At(x), weight.data(), nullptr, q_data, At(scales),
+                                                At(rstd));
   }
 };
 
