@@ -163,28 +163,35 @@ TEST(Extremes, BiasBringsAnOverflowingProductBack) {
 // pRMSNorm's columns past k are outside the statistic: there x * rstd can pass f32's range while the
 // gain brings y back (issue 18's first class; tests/fuzz/regressions/
 // add_forward_x_rstd_overflows_before_a_zero_gain). Such chunks take the double path: y is the
-// reference's, 0 where the gain is 0 rather than inf * 0.
+// reference's, 0 where the gain is 0 rather than inf * 0. Rows of 26 run in groups, which look at the
+// columns past k before writing y; rows of 600 one at a time, which look while writing y and write the
+// chunk again in double.
 TEST(Extremes, PartialRmsNormBeyondF32PastK) {
   for (Op op : {Op::kRmsNorm, Op::kAddRmsNorm}) {
     for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16}) {
-      Case c = RowCase(op, 5, 26);
-      c.dtype = dtype;
-      c.partial = 7.9e-24f;  // k = 1
-      c.eps = 7.9e-24f;
-      c.bias = true;
-      Inputs in = ZeroInputs(c);
-      for (int64_t r = 0; r < c.rows; ++r) {
-        // Row 0: rstd is about 3.6e11 from x_0 = -3.2e-20 and eps, and x_i = -1.03e35 past k makes
-        // x * rstd 3.7e46. The other rows are ordinary. (One such row: two of them would sum their
-        // dweight terms beyond f32, which the backward does in f32.)
-        const bool extreme = r == 0;
+      for (int64_t cols : {int64_t{26}, int64_t{600}}) {
+        Case c = RowCase(op, 5, cols);
+        c.dtype = dtype;
+        c.partial = 7.9e-24f;  // k = 1
+        c.eps = 7.9e-24f;
+        c.bias = true;
+        SCOPED_TRACE(c.Name());
+        Inputs in = ZeroInputs(c);
+        for (int64_t r = 0; r < c.rows; ++r) {
+          // Row 0: rstd is about 3.6e11 from x_0 = -3.2e-20 and eps, and x_i = -1.03e35 past k makes
+          // x * rstd 3.7e46. The other rows are ordinary. (One such row: two of them would sum their
+          // dweight terms beyond f32, which the backward does in f32.)
+          const bool extreme = r == 0;
+          for (int64_t i = 0; i < c.cols; ++i)
+            in.x.set(r * c.cols + i,
+                     !extreme ? 0.25 * double(i % 5) + 0.5 : i == 0 ? -3.2e-20 : i % 3 ? 1.0 : -1.03e35);
+        }
         for (int64_t i = 0; i < c.cols; ++i)
-          in.x.set(r * c.cols + i, !extreme ? 0.25 * double(i % 5) + 0.5 : i == 0 ? -3.2e-20 : i % 3 ? 1.0 : -1.03e35);
+          in.weight[size_t(i)] = i % 4 == 0 ? 0.0f : 1e-12f, in.bias[size_t(i)] = 0.5f;
+        const Outputs ref = ExpectEveryTargetMatches(c, in);
+        EXPECT_NEAR(ref.y.get(3), -1.03e35 / std::sqrt(7.9e-24 + 3.2e-20 * 3.2e-20) * 1e-12 + 0.5, 4e32);
+        EXPECT_EQ(ref.y.get(12), 0.5);  // -1.03e35 * rstd * 0 + 0.5
       }
-      for (int64_t i = 0; i < c.cols; ++i) in.weight[size_t(i)] = i % 4 == 0 ? 0.0f : 1e-12f, in.bias[size_t(i)] = 0.5f;
-      const Outputs ref = ExpectEveryTargetMatches(c, in);
-      EXPECT_NEAR(ref.y.get(3), -1.03e35 / std::sqrt(7.9e-24 + 3.2e-20 * 3.2e-20) * 1e-12 + 0.5, 4e32);
-      EXPECT_EQ(ref.y.get(12), 0.5);  // -1.03e35 * rstd * 0 + 0.5
     }
   }
 }

@@ -95,6 +95,36 @@ class RmsForwardKernel {
     if (rstd_) rstd_[row] = s.rstd;
   }
 
+  // The one-row path's Output (see RunRowGroup): out of place, pRMSNorm's look at its columns past k
+  // (see NeedsDouble) is taken while y is written, and a chunk that comes near f32's overflow, which is
+  // rare, is then written again in double. One pass over x where the look alone was another, on every
+  // row whose rstd > 1. The look covers every column: those below k stay far below the overflow unless
+  // the gain is huge, where the look comes first, as it does in place, where x is gone once y is
+  // written. Short rows keep Output: their look is a few vectors from L1, and a second output loop in
+  // their grouped loop slowed every short row.
+  void OutputRow(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
+    if (s.rare || !PastKNeedsLook(c0, c1, s.rstd) || range_.huge_gain || y_in_place_)
+      return Output(row, c0, c1, s, dw, db);
+    const T* in = Input(row) + c0;
+    T* out = y_.Row(row) + c0;
+    const float* w = gain_ + (kWeight ? c0 : 0);
+    const float* b = bias_ + (kBias ? c0 : 0);
+    const auto hints = HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? &residual_ : nullptr);
+    const DF d;
+    const VF rstd = hn::Set(d, s.rstd);
+    auto max_bits = hn::Zero(DI32());
+    ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_, hints,
+                                         [&](VF x) RMSNORM_INLINE_LAMBDA {
+                                           const VF v = hn::Mul(x, rstd);
+                                           max_bits = AddMagnitudes(max_bits, v, hn::Lanes(d));
+                                           return v;
+                                         });
+    if (!NearOverflow(FloatFromBits(MaxOfMagnitudes(max_bits)), range_.gain_factor)) return;
+    if (hints.stream) hwy::FlushStream();  // the ordinary stores below land after the streamed ones
+    RareForwardRow(in, out, c1 - c0, 0.0, RmsInverseRootDouble(Input(row), p_), kWeight ? w : nullptr,
+                   kBias ? b : nullptr);
+  }
+
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
     const T* in = Input(row) + c0;
     T* out = y_.Row(row) + c0;
@@ -132,6 +162,11 @@ class RmsForwardKernel {
     if (from >= c1 || (rstd <= 1.0f && range_.gain_factor <= 1.0f)) return false;
     return NearOverflow(MaxGainedMagnitude<false>(d, in + (from - c0), nullptr, size_t(c1 - from), normalize),
                         range_.gain_factor);
+  }
+
+  // Whether NeedsDouble looks at pRMSNorm's columns past k (where the gain is not huge).
+  bool PastKNeedsLook(int64_t c0, int64_t c1, float rstd) const {
+    return std::max(c0, p_.k) < c1 && !(rstd <= 1.0f && range_.gain_factor <= 1.0f);
   }
 
  private:

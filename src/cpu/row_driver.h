@@ -182,6 +182,8 @@ constexpr bool CheckKernel() {
 //   void Finish(phase, row, state&)             after the last chunk of a phase
 //   void Output(row, c0, c1, state, dw, db)     write columns [c0, c1) of a row's outputs and add to
 //                                               the block's parameter-gradient partials (or null)
+//   void OutputRow(row, c0, c1, state, dw, db)  optional: Output for rows run one at a time (see
+//                                               RunRowGroup), bit for bit the same
 // CheckKernel above turns a missing member into an error that names it. `bytes` is the memory traffic
 // of the whole call, for the threading decision.
 template <class Kernel>

@@ -23,6 +23,16 @@
 HWY_BEFORE_NAMESPACE();
 namespace rmsnorm::cpu::HWY_NAMESPACE {
 
+// Whether a kernel gives the one-row path an Output of its own, `void OutputRow(...) const` with
+// Output's arguments: work that pays off on long rows only, which the grouped loop would carry inlined.
+// Declared by the kernel itself: one inherited from a base class would run the base's Output.
+template <class K, class = void>
+constexpr bool kHasOutputRow = false;
+template <class K>
+constexpr bool kHasOutputRow<K, std::void_t<decltype(&K::OutputRow)>> =
+    std::is_same_v<decltype(&K::OutputRow),
+                   void (K::*)(int64_t, int64_t, int64_t, const typename K::State&, float*, float*) const>;
+
 // Rows [first, first + rows) of one block, rows <= kRows, on the non-split path: each phase's
 // reductions of every row, then their finishes, and then their outputs, in row order. A narrow row's
 // statistic ends in a chain of dependent latencies (the lanes' sum, the fold, a divide and a square
@@ -58,7 +68,13 @@ HWY_INLINE void RunRowGroup(const RowPlan& plan, const Kernel& kernel, int64_t f
     for (int64_t r = 0; r < count; ++r) kernel.Finish(phase, first + r, states[r]);
   }
   for (int64_t r = 0; r < count; ++r) {
-    for (int64_t c = 0; c < chunks; ++c) kernel.Output(first + r, chunk_begin(c), chunk_end(c), states[r], dw, db);
+    for (int64_t c = 0; c < chunks; ++c) {
+      if constexpr (kRows == 1 && kHasOutputRow<Kernel>) {
+        kernel.OutputRow(first + r, chunk_begin(c), chunk_end(c), states[r], dw, db);
+      } else {
+        kernel.Output(first + r, chunk_begin(c), chunk_end(c), states[r], dw, db);
+      }
+    }
   }
 }
 
