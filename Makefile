@@ -38,7 +38,7 @@ SHARED_COMPILE := -DCMAKE_C_COMPILER=$(CC) -DCMAKE_CXX_COMPILER=$(CXX) -DCMAKE_C
                   -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
 RELEASE_CONFIGURE := cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(SHARED_COMPILE)
 
-.PHONY: help deps build python test test-cpp test-asan test-python repro-build demo repro bench peers peers-onednn \
+.PHONY: help deps build python test test-prepare test-downloads test-cpp test-asan test-python repro-build demo repro bench peers peers-onednn \
         peers-onednn-build sweep clean
 
 help:
@@ -67,8 +67,20 @@ build: deps
 	$(RELEASE_CONFIGURE) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 
-test: test-cpp test-asan test-tsan fuzz test-python test-arm64
+test: test-prepare test-cpp test-asan test-tsan fuzz test-python test-arm64
 	@echo "== all tests passed"
+
+# make test's first step: the Release build while the downloads run beside it (the Python environment,
+# then the clang and aarch64 packages), which wait on the network where the build waits on the cores.
+# The steps after it find both done. Output of the two interleaves, line by line.
+test-prepare: deps
+	$(MAKE) --no-print-directory -j2 build test-downloads
+
+# One after the other: apt-get takes a lock.
+test-downloads: deps
+	$(MAKE) --no-print-directory $(VENV)/.installed
+	$(MAKE) --no-print-directory deps-clang
+	$(MAKE) --no-print-directory deps-arm64
 
 test-cpp: build
 	@echo "== C++ tests (Release)"
