@@ -20,24 +20,30 @@ namespace {
 
 std::atomic<int64_t> live_bytes{0};
 std::atomic<int64_t> peak_bytes{0};
+std::atomic<size_t> least_alignment_asked{0};  // over the aligned requests, 0 before the first
 
 // The bytes asked for, kept in a header before the block: malloc's own rounding is not the library's.
+// The header is a whole alignment unit, so the block keeps the alignment asked for.
 constexpr size_t kHeader = alignof(std::max_align_t);
 
-void* Allocate(size_t n) {
-  auto* block = static_cast<unsigned char*>(std::malloc(n + kHeader));
+size_t HeaderBytes(size_t alignment) { return alignment > kHeader ? alignment : kHeader; }
+
+void* Allocate(size_t n, size_t alignment = kHeader) {
+  const size_t header = HeaderBytes(alignment);
+  const size_t total = (header + n + header - 1) / header * header;  // aligned_alloc wants a multiple
+  auto* block = static_cast<unsigned char*>(std::aligned_alloc(header, total));
   if (block == nullptr) throw std::bad_alloc();
   std::memcpy(block, &n, sizeof n);
   const int64_t live = live_bytes.fetch_add(int64_t(n)) + int64_t(n);
   int64_t peak = peak_bytes.load();
   while (live > peak && !peak_bytes.compare_exchange_weak(peak, live)) {
   }
-  return block + kHeader;
+  return block + header;
 }
 
-void Deallocate(void* p) {
+void Deallocate(void* p, size_t alignment = kHeader) {
   if (p == nullptr) return;
-  unsigned char* block = static_cast<unsigned char*>(p) - kHeader;
+  unsigned char* block = static_cast<unsigned char*>(p) - HeaderBytes(alignment);
   size_t n;
   std::memcpy(&n, block, sizeof n);
   live_bytes.fetch_sub(int64_t(n));
@@ -52,6 +58,18 @@ void operator delete(void* p) noexcept { Deallocate(p); }
 void operator delete[](void* p) noexcept { Deallocate(p); }
 void operator delete(void* p, size_t) noexcept { Deallocate(p); }
 void operator delete[](void* p, size_t) noexcept { Deallocate(p); }
+// The library's scratch asks for cache-line alignment.
+void* operator new(size_t n, std::align_val_t a) { return Allocate(n, size_t(a)); }
+void* operator new[](size_t n, std::align_val_t a) {
+  size_t least = least_alignment_asked.load();
+  while ((least == 0 || size_t(a) < least) && !least_alignment_asked.compare_exchange_weak(least, size_t(a))) {
+  }
+  return Allocate(n, size_t(a));
+}
+void operator delete(void* p, std::align_val_t a) noexcept { Deallocate(p, size_t(a)); }
+void operator delete[](void* p, std::align_val_t a) noexcept { Deallocate(p, size_t(a)); }
+void operator delete(void* p, size_t, std::align_val_t a) noexcept { Deallocate(p, size_t(a)); }
+void operator delete[](void* p, size_t, std::align_val_t a) noexcept { Deallocate(p, size_t(a)); }
 
 namespace {
 
@@ -176,6 +194,8 @@ TEST_F(Scratch, ReleaseFreesTheCallingThreadsScratch) {
   ASSERT_EQ(call.Run(), RMSNORM_OK) << rmsnorm_last_error();
   EXPECT_GE(live_bytes.load() - baseline, 2 * 8 * Backward::kCols * int64_t{sizeof(float)})
       << "under the default limit the partials are kept for the next call";
+  // The partials are read and written a vector at a time: from a cache line, no vector straddles two.
+  EXPECT_GE(least_alignment_asked.load(), size_t{64}) << "the scratch starts on a cache line";
   rmsnorm_release_thread_scratch();
   EXPECT_EQ(live_bytes.load() - baseline, 0);
 }

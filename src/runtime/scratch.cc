@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <memory>
+#include <new>
 
 namespace rmsnorm::runtime {
 namespace {
@@ -25,8 +26,17 @@ std::atomic<int64_t>& Limit() {
 // kept it until it is freed.
 std::atomic<int64_t> kept_bytes{0};
 
+// Scratch starts on a cache line. A backward's per-block dweight partials are read and written a vector
+// at a time beside its streams: from new[]'s 16-byte alignment, every other AVX2 vector of them straddled
+// two lines.
+constexpr std::align_val_t kScratchAlignment{64};
+
+struct AlignedDelete {
+  void operator()(float* p) const { ::operator delete[](p, kScratchAlignment); }
+};
+
 struct Buffer {
-  std::unique_ptr<float[]> data;
+  std::unique_ptr<float[], AlignedDelete> data;
   size_t floats = 0;
   bool counted = false;  // part of kept_bytes
 
@@ -77,7 +87,7 @@ float* ScratchLease::Borrow(ScratchSlot slot, size_t floats) {
   Buffer& b = ThisThread().slots[int(slot)];
   if (b.floats < floats) {
     b.Free();
-    b.data.reset(new float[floats]);
+    b.data.reset(static_cast<float*>(::operator new[](floats * sizeof(float), kScratchAlignment)));
     b.floats = floats;
   }
   slot_ = int(slot);
