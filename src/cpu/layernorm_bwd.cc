@@ -56,6 +56,7 @@ struct LayerNormBackwardPartial {
 template <class T, bool kWeight, bool kDweight, bool kDbias>
 class LayerNormBackwardKernel {
  public:
+  using Element = T;  // of the row tensors
   using State = LayerNormBackwardState;
   using Partial = LayerNormBackwardPartial;
 

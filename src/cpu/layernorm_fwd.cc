@@ -44,6 +44,7 @@ struct LayerNormForwardState {
 template <class T, bool kWeight, bool kBias>
 class LayerNormForwardKernel {
  public:
+  using Element = T;  // of the row tensors
   using State = LayerNormForwardState;
   using Partial = Moments;
 

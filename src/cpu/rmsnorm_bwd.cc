@@ -55,6 +55,7 @@ struct RmsBackwardPartial {
 template <class T, bool kWeight, bool kDweight, bool kDbias>
 class RmsBackwardKernel {
  public:
+  using Element = T;  // of the row tensors
   using State = RmsBackwardState;
   using Partial = RmsBackwardPartial;
 

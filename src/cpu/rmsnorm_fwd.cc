@@ -44,6 +44,7 @@ struct RmsForwardState {
 template <class T, bool kWeight, bool kBias, bool kAdd>
 class RmsForwardKernel {
  public:
+  using Element = T;  // of the row tensors
   using State = RmsForwardState;
   using Partial = double;
 

@@ -96,8 +96,12 @@ HWY_INLINE void RunRowGroup(const RowPlan& plan, const Kernel& kernel, int64_t f
 template <class Kernel>
 RMSNORM_FLATTEN void RunRowGroups(const RowPlan& plan, const Kernel& kernel, int64_t begin, int64_t end, float* dw,
                                    float* db) {
+  // The most rows MakePlan groups for the kernel's storage type: room for more measured slower.
+  constexpr int64_t kMaxRows =
+      kGroupRows * GroupScale(std::is_same_v<typename Kernel::Element, hwy::bfloat16_t> ? RMSNORM_BF16 : RMSNORM_F32);
+  HWY_DASSERT(plan.group_rows <= kMaxRows);
   for (int64_t first = begin; first < end; first += plan.group_rows)
-    RunRowGroup<kMaxGroupRows>(plan, kernel, first, std::min(plan.group_rows, end - first), dw, db);
+    RunRowGroup<kMaxRows>(plan, kernel, first, std::min(plan.group_rows, end - first), dw, db);
 }
 
 // Rows [begin, end) of one block, adding to the block's parameter-gradient partials dw and db (or

@@ -27,13 +27,17 @@ constexpr int64_t kMaxPartialElements = int64_t{1} << 22;
 // finally re-reads a (cols) f32 partial per gradient, which one-row blocks of long rows made cost more
 // than the row's own traffic. Few rows then run on the split path, parallel over column chunks.
 constexpr int64_t kMinPartialRows = 8;
-// Cache-resident rows of at most kMaxGroupedRowBytes run in groups of up to kMaxGroupRows holding at
+// Cache-resident rows of at most kMaxGroupedRowBytes run in groups of up to kGroupRows holding at
 // most kGroupBytes of each row tensor, so a group's inputs stay in L1 from its reductions to its
 // outputs (see RunRowGroup in row_groups-inl.h). Rows of 512 f32 measured slower in groups; rows streaming
 // from memory are memory-bound and keep their next-row prefetches, which assume one row at a time.
+// bf16 rows take groups twice as large (GroupScale): where the CPU rounds bf16 itself (AVX3_BF16) they
+// measured faster so (the commit says by how much), where it does not, the same; f32 and f16 rows
+// measured slower so.
 constexpr int64_t kMaxGroupedRowBytes = 1024;
-constexpr int64_t kMaxGroupRows = 8;
+constexpr int64_t kGroupRows = 8;
 constexpr int64_t kGroupBytes = 4096;
+constexpr int64_t GroupScale(rmsnorm_dtype dtype) { return dtype == RMSNORM_BF16 ? 2 : 1; }
 
 // Working sets above this (beyond the per-core L2) prefetch each next row while writing this one.
 constexpr int64_t kPrefetchBytes = int64_t{1} << 20;
@@ -82,8 +86,10 @@ inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = fa
   const int64_t row_bytes = p.cols * int64_t(DtypeSize(p.dtype));
   const bool short_rows = row_bytes <= kMaxGroupedRowBytes;
   plan.prefetch_rows = plan.num_chunks == 1 && p.rows > 1 && !short_rows && tensors * tensor_bytes > kPrefetchBytes;
-  if (p.rows > 1 && !plan.split && !plan.prefetch_rows && short_rows)
-    plan.group_rows = std::min({kMaxGroupRows, kGroupBytes / row_bytes, p.rows});
+  if (p.rows > 1 && !plan.split && !plan.prefetch_rows && short_rows) {
+    const int64_t scale = GroupScale(p.dtype);
+    plan.group_rows = std::min({scale * kGroupRows, scale * kGroupBytes / row_bytes, p.rows});
+  }
   return plan;
 }
 
