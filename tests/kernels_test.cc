@@ -202,8 +202,8 @@ Inputs RowAlone(const Case& c, const Inputs& in, int64_t row) {
 // outputs of many rows are written two vectors at a time; narrow rows run in groups (every row's
 // reductions, then every row's outputs), and 19 rows make full and partial groups (of 8, 8 and 3, or of
 // 4 at 256 f32 columns, or of 16 and 3 in bf16; 1000 f32 or bf16 columns run singly). Gains with a
-// NaN, an infinity or huge values exercise each side of the paired path's condition. (dweight and dbias sum over rows: checked against
-// the reference elsewhere.)
+// NaN, an infinity or huge values exercise each side of the paired path's condition. (dweight and
+// dbias sum over rows: checked against the reference elsewhere.)
 TEST(Kernels, EachRowAsIfAlone) {
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
   enum class Gain { kOrdinary, kHuge, kNaN, kInfinite };

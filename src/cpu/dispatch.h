@@ -34,13 +34,14 @@ HWY_INLINE void WithStorage(rmsnorm_dtype dtype, const Fn& fn) {
 }
 
 // The C++ storage type (include/rmsnorm/rmsnorm.hpp) of a kernel storage type: the same bits, with the
-// scalar conversions.
+// scalar conversions; and its rmsnorm_dtype.
 template <class KernelStorage>
 struct StorageOf;
 #define RMSNORM_DTYPE(Id, code, name, Storage, KernelStorage, ...) \
   template <>                                                    \
   struct StorageOf<KernelStorage> {                              \
     using type = Storage;                                        \
+    static constexpr rmsnorm_dtype dtype = code;                 \
   };
 #include "registry/dtypes.inc"
 #undef RMSNORM_DTYPE

@@ -17,6 +17,7 @@
 #include <new>
 #include <type_traits>
 
+#include "cpu/dispatch.h"
 #include "cpu/row_plan.h"
 #include "hwy/highway.h"
 
@@ -97,8 +98,7 @@ template <class Kernel>
 RMSNORM_FLATTEN void RunRowGroups(const RowPlan& plan, const Kernel& kernel, int64_t begin, int64_t end, float* dw,
                                    float* db) {
   // The most rows MakePlan groups for the kernel's storage type: room for more measured slower.
-  constexpr int64_t kMaxRows =
-      kGroupRows * GroupScale(std::is_same_v<typename Kernel::Element, hwy::bfloat16_t> ? RMSNORM_BF16 : RMSNORM_F32);
+  constexpr int64_t kMaxRows = kGroupRows * GroupScale(StorageOf<typename Kernel::Element>::dtype);
   HWY_DASSERT(plan.group_rows <= kMaxRows);
   for (int64_t first = begin; first < end; first += plan.group_rows)
     RunRowGroup<kMaxRows>(plan, kernel, first, std::min(plan.group_rows, end - first), dw, db);
