@@ -45,8 +45,10 @@ bool StoreBf16Pairs(const float* in, uint16_t* out, size_t n) {
   return false;
 #else
   const DF d;
+  const bool native = NativeBf16Rounding();
   ForEachWholeBlock(n, [&](size_t b, size_t N) {
-    StoreBf16Pair(hn::LoadU(d, in + b), hn::LoadU(d, in + b + N), reinterpret_cast<hwy::bfloat16_t*>(out) + b, false);
+    StoreBf16Pair(hn::LoadU(d, in + b), hn::LoadU(d, in + b + N), reinterpret_cast<hwy::bfloat16_t*>(out) + b, false,
+                  native);
   });
   return true;
 #endif

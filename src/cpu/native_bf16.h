@@ -14,8 +14,9 @@
 
 namespace rmsnorm::cpu {
 
-// Read by the kernels per stored vector (relaxed: set between calls). Each binary that compiles the
-// kernels has its own copy (the library's is hidden): the tests' kernels follow theirs (test_util.cc).
+// Read by the kernels per stored vector, or once per loop of paired stores (relaxed: set between
+// calls). Each binary that compiles the kernels has its own copy (the library's is hidden): the tests'
+// kernels follow theirs (test_util.cc).
 inline std::atomic<bool> native_bf16_rounding{false};
 
 inline bool NativeBf16Rounding() { return native_bf16_rounding.load(std::memory_order_relaxed); }
