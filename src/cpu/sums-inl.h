@@ -197,8 +197,9 @@ HWY_INLINE float SumSquares(const T* x, size_t n, size_t available) {
 // Count, mean and M2 of x[0, n) by the corrected two-pass algorithm: a pass for an f32 estimate m of
 // the mean, a second (from cache) for the sums of d = x - m and d^2; then mean = m + sum(d) / n and
 // M2 = sum(d^2) - sum(d)^2 / n, which stays accurate when m is off by an ulp (large mean, small spread).
+// The second pass also issues the next-row prefetches of `hints`, if any (see LayerNormForwardKernel).
 template <class T>
-HWY_INLINE Moments ChunkMoments(const T* x, size_t n) {
+HWY_INLINE Moments ChunkMoments(const T* x, size_t n, const OutputHints<T>& hints = {}) {
   const DF d;
   const float sum =
       Sum(d, n, [&](size_t i, size_t count, VF& v) RMSNORM_INLINE_LAMBDA { v = Load(d, x + i, count); });
@@ -208,6 +209,7 @@ HWY_INLINE Moments ChunkMoments(const T* x, size_t n) {
   Sum2(
       d, n,
       [&](size_t i, size_t count, VF& deviation, VF& square) RMSNORM_INLINE_LAMBDA {
+        if (i < n) PrefetchNextRow(hints, i);
         deviation = hn::Sub(Load(d, x + i, count), m);
         if (count != hn::Lanes(d)) deviation = hn::IfThenElseZero(hn::FirstN(d, count), deviation);
         square = hn::Mul(deviation, deviation);
