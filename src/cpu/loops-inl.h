@@ -167,10 +167,11 @@ struct OutputHints {
 
 // The hints for writing columns [c0, ...) of `row`: stream when the plan says so and the output is not
 // also an input (in place, the line was just read into cache, where ordinary stores are cheapest), and
-// prefetch the same columns of the next row of the inputs `a` and `b` (or null). Most kernels issue
-// those prefetches from the output pass: their only other pass reads the row from L2, and prefetches
-// issued there measured slower (RMSNorm's forward, 8192x4096 f32 on the Zen 5: 0.71 of the copy
-// against 0.91). LayerNorm's forward issues them from a pass that reads L1 only (see its Reduce).
+// prefetch the same columns of the next row of the inputs `a` and `b` (or null), or of the row
+// `rows_ahead` down (see RmsForwardKernel::OutputHintsFor). Most kernels issue those prefetches from
+// the output pass: their only other pass reads the row from L2, and prefetches issued there measured
+// slower (RMSNorm's forward, 8192x4096 f32 on the Zen 5: 0.71 of the copy against 0.91). LayerNorm's
+// forward issues them from a pass that reads L1 only (see its Reduce).
 // A row that fits one reduction chunk and is not streamed from memory is written last vector first,
 // right after its reductions; rows from memory go forward, so the next row's prefetches are issued in
 // the order its reductions will read them, and a split row's chunks were reduced long before. So do
@@ -178,12 +179,13 @@ struct OutputHints {
 // them, from rows of 128 columns up, and slower for grouped bf16 rows (the commit says by how much).
 template <class T>
 HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t row, int64_t c0,
-                                   const RowTensor<const T>& a, const RowTensor<const T>* b = nullptr) {
+                                   const RowTensor<const T>& a, const RowTensor<const T>* b = nullptr,
+                                   int64_t rows_ahead = 1) {
   OutputHints<T> hints;
   hints.stream = plan.stream_outputs && !in_place;
-  if (plan.prefetch_rows && row + 1 < plan.rows) {
-    hints.prefetch_a = a.Row(row + 1) + c0;
-    hints.prefetch_b = b ? b->Row(row + 1) + c0 : nullptr;
+  if (plan.prefetch_rows && row + rows_ahead < plan.rows) {
+    hints.prefetch_a = a.Row(row + rows_ahead) + c0;
+    hints.prefetch_b = b ? b->Row(row + rows_ahead) + c0 : nullptr;
   }
   hints.reversed = plan.num_chunks == 1 && !plan.prefetch_rows && !hints.stream &&
                    (plan.group_rows == 1 || !std::is_same_v<T, float>);
