@@ -147,7 +147,7 @@ class RmsForwardKernel {
   // Rows streamed from memory prefetch two rows ahead here, not one: this kernel spends the least time
   // on a row of any, which leaves one row ahead the least time for its lines to arrive, and two measured
   // faster on the Zen 5, most for 16-bit rows (the commit says by how much). pRMSNorm and the fused add
-  // keep one row: two measured no faster or slower for them.
+  // keep one row: for them two measured slower. The quantized forward (below) keeps one too, unmeasured.
   OutputHints<T> OutputHintsFor(int64_t row, int64_t c0) const {
     const int64_t rows_ahead = !kAdd && p_.k == p_.cols ? 2 : 1;
     return HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? &residual_ : nullptr, rows_ahead);
