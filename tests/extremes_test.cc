@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "cpu/statistics.h"
 #include "test_util.h"
 
 namespace rmsnorm::test {
@@ -464,6 +465,31 @@ TEST(Extremes, LayerNormBackwardRecomputesAMeanThatDwarfsTheSpread) {
   ExpectBackwardOnEveryTargetWithin(c, in, saved, oracle, bt);
   const Outputs reference = RunBackward(c, in, &saved, RMSNORM_BACKEND_REFERENCE);
   EXPECT_EQ("", Compare("reference dweight", Values(reference.dweight), Values(oracle.dweight), bt.dweight));
+}
+
+
+// The statistics multiply by 2^-m where they divide by a count that is a power of two (cpu::DivideBy),
+// which must round as the division does: subnormal results, the smallest square of a subnormal f32,
+// sums near f32's top, zero, infinity and NaN.
+TEST(Extremes, PowerOfTwoDivisorRoundsAsTheDivision) {
+  std::mt19937_64 rng(19);
+  std::uniform_real_distribution<double> mantissa(1.0, 2.0);
+  std::uniform_int_distribution<int> exponent(-1022, 1023);
+  std::vector<double> values = {0.0, -0.0, 0x1.23456789p-1000, 0x1p-298, 0x1p-149, 0x1.fffffep127, 1.0, kInf, -kInf,
+                                std::numeric_limits<double>::quiet_NaN()};
+  for (int i = 0; i < 2000; ++i) values.push_back(std::ldexp(mantissa(rng), exponent(rng)) * (i % 2 ? 1 : -1));
+  for (int64_t divisor : {int64_t{1}, int64_t{2}, int64_t{128}, int64_t{4096}, int64_t{1} << 40, int64_t{1} << 62,
+                          int64_t{3}, int64_t{100}, int64_t{1229}, (int64_t{1} << 40) + 1}) {
+    for (double v : values) {
+      const double expected = v / double(divisor), got = cpu::DivideBy(v, divisor);
+      if (std::isnan(expected)) {
+        EXPECT_TRUE(std::isnan(got)) << v << " / " << divisor;
+      } else {
+        EXPECT_EQ(std::signbit(expected), std::signbit(got)) << v << " / " << divisor;
+        EXPECT_EQ(expected, got) << v << " / " << divisor;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -122,7 +122,7 @@ class LayerNormBackwardKernel {
     }
     SplitMean mean;
     float rstd;
-    const double mean_u = s.sum_u / double(p_.cols), mean_u_xhat = s.sum_u_xhat / double(p_.cols);
+    const double mean_u = DivideBy(s.sum_u, p_.cols), mean_u_xhat = DivideBy(s.sum_u_xhat, p_.cols);
     // |x-hat| <= xhat_bound_ for the forward's statistics or an rstd within a factor of 2 of them (the
     // header's contract), so x-hat * mean(u x-hat) stays below 2^126 unless that mean is near f32's
     // top. With |u| and so |mean(u)| below 2^126 too, u - mean(u) - x-hat * mean(u x-hat) cannot

@@ -113,7 +113,7 @@ class RmsBackwardKernel {
       return;
     }
     float rstd;
-    const double c = s.dot / double(p_.divisor);
+    const double c = DivideBy(s.dot, p_.divisor);
     // Below k, |x-hat| <= xhat_bound_ for the forward's rstd or one within a factor of 2 of it (the
     // header's contract), so x-hat * c stays below 2^126 unless |c| is near f32's top. With |u| below
     // 2^126 too, u - x-hat * c cannot overflow before rstd scales it, even where rstd < 1 would bring

@@ -203,7 +203,7 @@ HWY_INLINE Moments ChunkMoments(const T* x, size_t n, const OutputHints<T>& hint
   const DF d;
   const float sum =
       Sum(d, n, [&](size_t i, size_t count, VF& v) RMSNORM_INLINE_LAMBDA { v = Load(d, x + i, count); });
-  const float estimate = static_cast<float>(double(sum) / double(n));
+  const float estimate = static_cast<float>(DivideBy(double(sum), int64_t(n)));
   const VF m = hn::Set(d, estimate);
   float sum_d, sum_d2;
   Sum2(
@@ -217,8 +217,8 @@ HWY_INLINE Moments ChunkMoments(const T* x, size_t n, const OutputHints<T>& hint
       &sum_d, &sum_d2);
   Moments moments;
   moments.count = int64_t(n);
-  moments.mean = double(estimate) + double(sum_d) / double(n);
-  const double m2 = double(sum_d2) - double(sum_d) * double(sum_d) / double(n);
+  moments.mean = double(estimate) + DivideBy(double(sum_d), int64_t(n));
+  const double m2 = double(sum_d2) - DivideBy(double(sum_d) * double(sum_d), int64_t(n));
   moments.m2 = m2 < 0.0 ? 0.0 : m2;  // rounding can dip below 0; NaN stays NaN and marks the row rare
   return moments;
 }
