@@ -48,6 +48,11 @@ def process_group(rank, world, port):
                             timeout=datetime.timedelta(seconds=60))
     try:
         yield
+        # Neither worker tears its group down while the other may still talk to it: a worker that did
+        # so first once took the other down with SIGABRT ("terminate called without an active
+        # exception") in a CI run. Skipped when the body raised, so a failing worker does not wait
+        # for the other until the timeout.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
