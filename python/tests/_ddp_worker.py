@@ -15,10 +15,13 @@ def make_model():
                          nn.Linear(32, 4))
 
 
+def train_and_save(rank, world, out_dir):
+    model = nn.parallel.DistributedDataParallel(make_model())
+    x, y = _gloo.make_data()
+    per = x.shape[0] // world
+    _gloo.train(model, x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per])
+    torch.save(model.module.state_dict(), os.path.join(out_dir, f"rank{rank}.pt"))
+
+
 def run(rank, world, port, out_dir):
-    with _gloo.process_group(rank, world, port):
-        model = nn.parallel.DistributedDataParallel(make_model())
-        x, y = _gloo.make_data()
-        per = x.shape[0] // world
-        _gloo.train(model, x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per])
-        torch.save(model.module.state_dict(), os.path.join(out_dir, f"rank{rank}.pt"))
+    _gloo.run_in_group(rank, world, port, train_and_save, rank, world, out_dir)

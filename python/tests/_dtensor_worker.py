@@ -58,9 +58,12 @@ def check(rank, mesh):
                 torch.testing.assert_close(distributed.grad.full_tensor(), local.grad, rtol=1e-5, atol=1e-5)
 
 
-def run(rank, world, port, out_dir):
-    with _gloo.process_group(rank, world, port):
-        from torch.distributed.device_mesh import init_device_mesh
+def check_and_mark(rank, world, out_dir):
+    from torch.distributed.device_mesh import init_device_mesh
 
-        check(rank, init_device_mesh("cpu", (world,)))
-        open(os.path.join(out_dir, f"ok{rank}"), "w").close()
+    check(rank, init_device_mesh("cpu", (world,)))
+    open(os.path.join(out_dir, f"ok{rank}"), "w").close()
+
+
+def run(rank, world, port, out_dir):
+    _gloo.run_in_group(rank, world, port, check_and_mark, rank, world, out_dir)

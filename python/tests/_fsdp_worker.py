@@ -32,21 +32,24 @@ def make_model():
     return Block()
 
 
-def run(rank, world, port, out_dir):
-    with _gloo.process_group(rank, world, port):
-        from torch.distributed.device_mesh import init_device_mesh
-        from torch.distributed.fsdp import fully_shard
+def train_and_save(rank, world, out_dir):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
 
-        mesh = init_device_mesh("cpu", (world,))
-        model = make_model()
-        # Each norm its own FSDP unit, so its parameters are sharded, gathered for the forward and
-        # their gradients reduce-scattered on their own; then the rest at the root.
-        for m in (model.norm1, model.norm2, model.ln):
-            fully_shard(m, mesh=mesh)
-        fully_shard(model, mesh=mesh)
-        x, y = _gloo.make_data()
-        per = x.shape[0] // world
-        _gloo.train(model, x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per])
-        full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
-        if rank == 0:
-            torch.save(full, os.path.join(out_dir, "fsdp.pt"))
+    mesh = init_device_mesh("cpu", (world,))
+    model = make_model()
+    # Each norm its own FSDP unit, so its parameters are sharded, gathered for the forward and
+    # their gradients reduce-scattered on their own; then the rest at the root.
+    for m in (model.norm1, model.norm2, model.ln):
+        fully_shard(m, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    x, y = _gloo.make_data()
+    per = x.shape[0] // world
+    _gloo.train(model, x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per])
+    full = {k: v.full_tensor() if hasattr(v, "full_tensor") else v for k, v in model.state_dict().items()}
+    if rank == 0:
+        torch.save(full, os.path.join(out_dir, "fsdp.pt"))
+
+
+def run(rank, world, port, out_dir):
+    _gloo.run_in_group(rank, world, port, train_and_save, rank, world, out_dir)

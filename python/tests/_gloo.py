@@ -1,7 +1,7 @@
 """What the two-process tests (DDP, FSDP2, DTensor) share: launching two spawned workers on loopback,
 each worker's gloo process group, and the tiny regression problem they train on."""
-import contextlib
 import datetime
+import gc
 import os
 import socket
 import sys
@@ -36,9 +36,13 @@ def run_two(worker_run, out_dir, what):
                 p.terminate()
 
 
-@contextlib.contextmanager
-def process_group(rank, world, port):
-    """A worker's gloo group on loopback, one thread for torch and for our kernels."""
+def run_in_group(rank, world, port, body, *args):
+    """body(*args) in a worker's gloo group on loopback, one thread for torch and for our kernels.
+
+    body's objects (models, meshes, pending work) die when it returns, before the group is torn
+    down: left alive, they are freed at interpreter exit, after the group, where a worker once died
+    of SIGABRT ("terminate called without an active exception") in a CI run. Then both workers meet
+    at a barrier, so neither tears the group down while the other may still talk to it."""
     if sys.platform.startswith("linux"):
         # Keep gloo's connections on the loopback device: a sandbox may have no other usable interface.
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -47,11 +51,8 @@ def process_group(rank, world, port):
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
                             timeout=datetime.timedelta(seconds=60))
     try:
-        yield
-        # Neither worker tears its group down while the other may still talk to it: a worker that did
-        # so first once took the other down with SIGABRT ("terminate called without an active
-        # exception") in a CI run. Skipped when the body raised, so a failing worker does not wait
-        # for the other until the timeout.
+        body(*args)
+        gc.collect()  # FSDP's modules and hooks hold reference cycles
         dist.barrier()
     finally:
         dist.destroy_process_group()
