@@ -467,7 +467,6 @@ TEST(Extremes, LayerNormBackwardRecomputesAMeanThatDwarfsTheSpread) {
   EXPECT_EQ("", Compare("reference dweight", Values(reference.dweight), Values(oracle.dweight), bt.dweight));
 }
 
-
 // The statistics multiply by 2^-m where they divide by a count that is a power of two (cpu::DivideBy),
 // which must round as the division does: subnormal results, the smallest square of a subnormal f32,
 // sums near f32's top, zero, infinity and NaN.

@@ -17,6 +17,7 @@ namespace rmsnorm::cpu {
 // the same real number rounded once, so the same bits, and a multiply in place of a divide on each
 // row's chain from its sums to its outputs.
 inline double DivideBy(double value, int64_t n) {
+  HWY_DASSERT(n >= 1);
   const uint64_t count = uint64_t(n);
   if ((count & (count - 1)) != 0) return value / double(n);
   const uint64_t bits = uint64_t(1023 - hwy::Num0BitsBelowLS1Bit_Nonzero64(count)) << 52;  // 2^-m
