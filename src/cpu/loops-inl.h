@@ -192,10 +192,10 @@ HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t r
   return hints;
 }
 
-// Where the next rows' prefetches bring their lines: into L1 (prefetcht0) on the AVX-512 targets, where
-// that measured faster than into L2 only on the Zen 5 (48 KiB L1d), most for 16-bit rows (the commit
-// says by how much); into L2 (prefetcht1) elsewhere, as measured on the Zen 3 (32 KiB L1d), where the
-// rows ahead would crowd L1 and L1 was never measured.
+// Where the next rows' prefetches bring their lines: into L1 as well (prefetcht0) on the AVX-512
+// targets, which measured faster than into L2 only (prefetcht1) on the Zen 5 (48 KiB L1d), most for
+// 16-bit rows (the commit says by how much); prefetcht1 elsewhere, the hint measured on the Zen 3 (32
+// KiB L1d), where prefetcht0 was not.
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 constexpr int kNextRowLocality = 3;
 #else
