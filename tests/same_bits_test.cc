@@ -230,5 +230,62 @@ TEST(SameBits, AnyBufferAlignmentAndInPlace) {
   }
 }
 
+// A gain or bias that does not start on a cache line is read from an aligned copy in calls of several
+// rows (ColumnParam in src/cpu/row_driver.h). The copy must keep every bit, the sign of a zero gain
+// included (0 + w would turn -0 into +0): at every offset, y, dx and dweight must equal the call's with
+// the parameters on a cache line, which reads them where they are.
+TEST(SameBits, AnyGainAndBiasAlignment) {
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    for (rmsnorm_dtype dtype : {RMSNORM_F32, RMSNORM_BF16}) {
+      for (Op op : {Op::kRmsNorm, Op::kLayerNorm}) {
+        Case c;
+        c.op = op, c.dtype = dtype, c.rows = 6, c.cols = 300, c.bias = true;
+        SCOPED_TRACE(c.Name() + " on " + TargetName(target));
+        Inputs in = PortableInputs(c);
+        in.weight[7] = -0.0f;  // y = x-hat * -0 + b
+        in.bias[7] = -0.0f;    // where x-hat * g is +0, the sum's sign comes from the bias
+        in.weight[8] = -0.0f;
+        const rmsnorm_config config = c.Config();
+        const bool layer = op == Op::kLayerNorm;
+        const size_t bytes = in.x.bytes(), param_bytes = size_t(c.cols) * sizeof(float);
+        struct Results {
+          std::vector<uint8_t> y, dx;
+          std::vector<float> dw, db;
+        };
+        const auto run = [&](size_t offset) {
+          OffsetBuffer w(param_bytes, offset), b(param_bytes, (offset * 3) % 64 / 4 * 4);
+          w.Fill(in.weight.data(), param_bytes);
+          b.Fill(in.bias.data(), param_bytes);
+          const auto* gain = static_cast<const float*>(w.data());
+          const auto* bias = static_cast<const float*>(b.data());
+          Results r;
+          r.y.resize(bytes), r.dx.resize(bytes), r.dw.resize(size_t(c.cols)), r.db.resize(size_t(c.cols));
+          std::vector<float> rstd(size_t(c.rows)), mean(size_t(c.rows));
+          EXPECT_EQ(RMSNORM_OK, layer ? rmsnorm_layernorm_forward(&config, in.x.data(), gain, bias, r.y.data(),
+                                                                  mean.data(), rstd.data())
+                                      : rmsnorm_forward(&config, in.x.data(), gain, bias, r.y.data(), rstd.data()));
+          EXPECT_EQ(RMSNORM_OK,
+                    layer ? rmsnorm_layernorm_backward(&config, in.dy.data(), in.x.data(), gain, mean.data(),
+                                                       rstd.data(), r.dx.data(), r.dw.data(), r.db.data())
+                          : rmsnorm_backward(&config, in.dy.data(), in.x.data(), gain, rstd.data(), r.dx.data(),
+                                             r.dw.data(), r.db.data()));
+          return r;
+        };
+        const Results want = run(0);
+        for (size_t offset = 4; offset < 64; offset += 4) {
+          const Results got = run(offset);
+          EXPECT_EQ(want.y, got.y) << "y with the gain " << offset << " bytes off a line";
+          EXPECT_EQ(want.dx, got.dx) << "dx with the gain " << offset << " bytes off a line";
+          EXPECT_EQ(0, std::memcmp(want.dw.data(), got.dw.data(), want.dw.size() * sizeof(float)))
+              << "dweight with the gain " << offset << " bytes off a line";
+          EXPECT_EQ(0, std::memcmp(want.db.data(), got.db.data(), want.db.size() * sizeof(float)))
+              << "dbias with the gain " << offset << " bytes off a line";
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rmsnorm::test

@@ -226,7 +226,7 @@ class LayerNormBackwardKernel {
   const RowPlan& plan_;
   RowTensor<const T> dy_;
   RowTensor<const T> x_;
-  const float* gain_;  // (cols), see EffectiveGain
+  const float* gain_;  // (cols), see ColumnParam (row_driver.h)
   const float* mean_;
   const float* rstd_;
   RowTensor<T> dx_;

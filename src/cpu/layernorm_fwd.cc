@@ -115,7 +115,7 @@ class LayerNormForwardKernel {
   const Problem& p_;
   const RowPlan& plan_;
   RowTensor<const T> x_;
-  const float* gain_;  // (cols), see EffectiveGain
+  const float* gain_;  // (cols), see ColumnParam (row_driver.h)
   const float* bias_;
   RowTensor<T> y_;
   float* mean_;

@@ -34,7 +34,7 @@ HWY_INLINE VF BelowLimit(DF d, VF c, size_t i, size_t limit) {
 // (x - mean) as (x - hi) - lo, see SplitMean (statistics.h).
 HWY_INLINE VF Centered(VF x, VF mean_hi, VF mean_lo) { return hn::Sub(hn::Sub(x, mean_hi), mean_lo); }
 
-// The gain g_i (see EffectiveGain in row_driver.h), or 1 without weights.
+// The gain g_i (see ColumnParam in row_driver.h), or 1 without weights.
 template <bool kWeight>
 HWY_INLINE VF Gain(DF d, const float* gain, size_t i, size_t count) {
   if constexpr (kWeight) {

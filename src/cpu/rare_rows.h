@@ -52,7 +52,7 @@ void LayerStatsDouble(const T* row, const Problem& p, double* mean, double* rstd
   formula::LayerStats(p, RowOf(row), mean, rstd);
 }
 
-// The gain (see EffectiveGain), or 1 without weights; and as an accessor.
+// The gain (see ColumnParam in row_driver.h), or 1 without weights; and as an accessor.
 inline double GainDouble(const float* gain, int64_t i) { return gain ? double(gain[i]) : 1.0; }
 inline auto GainOf(const float* gain) {
   return [gain](int64_t i) { return GainDouble(gain, i); };

@@ -200,7 +200,7 @@ class RmsBackwardKernel {
   const RowPlan& plan_;
   RowTensor<const T> dy_;
   RowTensor<const T> x_;
-  const float* gain_;  // (cols), see EffectiveGain
+  const float* gain_;  // (cols), see ColumnParam (row_driver.h)
   const float* rstd_;
   RowTensor<T> dx_;
   bool dx_in_place_;

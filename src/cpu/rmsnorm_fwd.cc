@@ -183,7 +183,7 @@ class RmsForwardKernel {
   const RowPlan& plan_;
   RowTensor<const T> x_;
   RowTensor<const T> residual_;
-  const float* gain_;  // (cols), see EffectiveGain
+  const float* gain_;  // (cols), see ColumnParam (row_driver.h)
   const float* bias_;
   RowTensor<T> y_;
   RowTensor<T> h_;
@@ -305,7 +305,6 @@ void RmsForwardQuantizedImpl(const Problem& p, const ForwardArgs& a, const Quant
                 "registry/quant_formats.inc: q8_0's block size");
   const bool add = a.residual != nullptr;
   const int64_t tensors = add ? 4 : 2;
-  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
   RowPlan plan = MakePlan(p, tensors);
   plan.split = false;  // a row is quantized whole, by the thread that wrote its y
   runtime::ScratchLease lease;
@@ -313,6 +312,7 @@ void RmsForwardQuantizedImpl(const Problem& p, const ForwardArgs& a, const Quant
   float* row_buffers = lease.Borrow(runtime::ScratchSlot::kQuantizedRows, size_t(plan.num_blocks * (p.cols + 1)));
   static_assert(sizeof(float) == sizeof(uint32_t));
   const int64_t bytes = tensors * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
+  const ForwardParams params(p, a, runtime::ThreadsFor(plan.num_blocks, bytes));
   // Not RMSNORM_INLINE_LAMBDA: GCC gives a lambda in a target function no target attributes, so it
   // cannot force one inline here (RunForward, a template outside the target namespace, can).
   WithStorage(p.dtype, [&](auto t) {
@@ -321,7 +321,7 @@ void RmsForwardQuantizedImpl(const Problem& p, const ForwardArgs& a, const Quant
         WithFlag(add, [&](auto fused) {
           const RmsForwardQuantizedKernel<decltype(t), decltype(weight)::value, decltype(bias)::value,
                                           decltype(fused)::value>
-              kernel(p, plan, a, gain.data(), out, row_buffers);
+              kernel(p, plan, params.args(), params.gain(), out, row_buffers);
           RunRows(plan, bytes, kernel, nullptr);
         });
       });

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -78,22 +79,59 @@ class ParamGradPartials {
   float* dbias_partials_ = nullptr;
 };
 
-// The gain the kernels multiply by: the weights themselves when weight_offset is 0 (the common case),
-// else offset + weight computed once per call into the calling thread's scratch (the same f32 sums the
-// loops would form per element, so no bit changes), so the hot loops load a gain instead of adding one.
-class EffectiveGain {
+// A per-column parameter as the kernels read it, once per row a vector at a time: the gain they
+// multiply by, or the bias. Copied once per call into the calling thread's scratch, which starts on a
+// cache line, in two cases:
+// - the gain's weight_offset is not 0: the copy holds offset + weight, the same f32 sums the loops
+//   would form per element (so no bit changes), and the hot loops load a gain instead of adding one;
+// - the values do not start on a cache line (a parameter carved out of a larger buffer, or from an
+//   allocator that aligns to 16 bytes), where every vector read of them straddles two lines on every
+//   row, and the call has rows enough to pay for the copy. On one thread that is any call of more
+//   than one row (a decode row reads the values once, as the copy would). The pool's other threads
+//   first pull the freshly written lines from the calling core, which cost more than the straddling
+//   saved until each had some kMinRowsPerThreadToRealign rows (the commit has the figures).
+class ColumnParam {
  public:
-  EffectiveGain(const float* weight, float offset, int64_t cols) : data_(weight) {
-    if (weight == nullptr || offset == 0.0f) return;
-    float* scratch = scratch_.Borrow(runtime::ScratchSlot::kEffectiveGain, size_t(cols));
-    for (int64_t i = 0; i < cols; ++i) scratch[i] = offset + weight[i];
+  static constexpr int64_t kMinRowsPerThreadToRealign = 128;
+
+  // threads: how many the call runs on (runtime::ThreadsFor).
+  ColumnParam(const float* values, float offset, const Problem& p, int threads, runtime::ScratchSlot slot)
+      : data_(values) {
+    if (values == nullptr) return;
+    const bool off_line = reinterpret_cast<uintptr_t>(values) % 64 != 0;
+    const bool worth_copying = threads == 1 ? p.rows >= 2 : p.rows >= kMinRowsPerThreadToRealign * threads;
+    if (offset == 0.0f && !(off_line && worth_copying)) return;
+    float* scratch = scratch_.Borrow(slot, size_t(p.cols));
+    if (offset == 0.0f) {
+      std::memcpy(scratch, values, size_t(p.cols) * sizeof(float));  // not 0 + value, which makes -0 +0
+    } else {
+      for (int64_t i = 0; i < p.cols; ++i) scratch[i] = offset + values[i];
+    }
     data_ = scratch;
   }
-  const float* data() const { return data_; }  // (cols) f32, or null for a gain of 1
+  const float* data() const { return data_; }  // (cols) f32, or null where the call has none
 
  private:
   runtime::ScratchLease scratch_;
   const float* data_;
+};
+
+// A forward's arguments with its gain (the weights plus weight_offset, or null for a gain of 1) and its
+// bias as the kernels read them.
+class ForwardParams {
+ public:
+  ForwardParams(const Problem& p, const ForwardArgs& a, int threads)
+      : gain_(a.weight, p.weight_offset, p, threads, runtime::ScratchSlot::kGain),
+        bias_(a.bias, 0.0f, p, threads, runtime::ScratchSlot::kBias),
+        args_(a) {
+    args_.bias = bias_.data();
+  }
+  const float* gain() const { return gain_.data(); }
+  const ForwardArgs& args() const { return args_; }
+
+ private:
+  ColumnParam gain_, bias_;
+  ForwardArgs args_;
 };
 
 // ---- The Kernel concept (see RunRows), checked at compile time -----------------------------------
@@ -246,13 +284,13 @@ void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const Par
 // type and the optional tensors as template arguments. `tensors` as for MakePlan.
 template <template <class, bool, bool> class Kernel>
 void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
-  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
   const RowPlan plan = MakePlan(p, tensors);
   const int64_t bytes = tensors * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
+  const ForwardParams params(p, a, runtime::ThreadsFor(plan.num_blocks, bytes));
   WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
     WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
       WithFlag(a.bias != nullptr, [&](auto bias) RMSNORM_INLINE_LAMBDA {
-        const Kernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, a, gain.data());
+        const Kernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, params.args(), params.gain());
         RunRows(plan, bytes, kernel, nullptr);
       });
     });
@@ -264,10 +302,11 @@ void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
 // (Kernel::ResumParamGrads, see ResumParamGradColumns in rare_rows.h).
 template <template <class, bool, bool, bool> class Kernel>
 void RunBackward(const Problem& p, const BackwardArgs& a) {
-  const EffectiveGain gain(a.weight, p.weight_offset, p.cols);
   const RowPlan plan = MakePlan(p, 3, a.dweight != nullptr || a.dbias != nullptr);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
+  const ColumnParam gain(a.weight, p.weight_offset, p, runtime::ThreadsFor(plan.num_blocks, bytes),
+                         runtime::ScratchSlot::kGain);
   WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
     WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
       WithFlag(a.dweight != nullptr, [&](auto dweight) RMSNORM_INLINE_LAMBDA {

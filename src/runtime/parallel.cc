@@ -31,10 +31,16 @@ std::atomic<int>& Threads() {
 void SetNumThreads(int n) { Threads().store(n > 0 ? n : HardwareThreads()); }
 int NumThreads() { return Threads().load(std::memory_order_relaxed); }
 
-void ParallelForImpl(int64_t num_tasks, int64_t bytes, TaskFn fn, const void* context) {
+int ThreadsFor(int64_t num_tasks, int64_t bytes) {
   const int64_t threads = std::min<int64_t>(NumThreads(), num_tasks);
   // Inside someone else's parallel region, nesting would oversubscribe the cores.
-  if (threads <= 1 || bytes < kInlineBytes || omp_in_parallel()) {
+  if (threads <= 1 || bytes < kInlineBytes || omp_in_parallel()) return 1;
+  return static_cast<int>(threads);
+}
+
+void ParallelForImpl(int64_t num_tasks, int64_t bytes, TaskFn fn, const void* context) {
+  const int threads = ThreadsFor(num_tasks, bytes);
+  if (threads == 1) {
     for (int64_t task = 0; task < num_tasks; ++task) fn(context, task);
     return;
   }
@@ -42,7 +48,7 @@ void ParallelForImpl(int64_t num_tasks, int64_t bytes, TaskFn fn, const void* co
   // call), so a tensor that fits in cache stays in the cache of the core that last touched it. Handed
   // out dynamically, tasks moved between cores from call to call, and cache-resident calls (64 x 1024,
   // 4096 x 128) ran slower on two threads than on one on this project's 2-core VMs.
-#pragma omp parallel for num_threads(static_cast<int>(threads)) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static)
   for (int64_t task = 0; task < num_tasks; ++task) fn(context, task);
 }
 

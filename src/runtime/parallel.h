@@ -15,6 +15,9 @@ int NumThreads();
 // than the work (a decode row is a few KiB).
 constexpr int64_t kInlineBytes = int64_t{128} << 10;
 
+// How many threads ParallelFor(num_tasks, bytes, ...) runs on: 1 where the loop stays inline.
+int ThreadsFor(int64_t num_tasks, int64_t bytes);
+
 using TaskFn = void (*)(const void* context, int64_t task);
 void ParallelForImpl(int64_t num_tasks, int64_t bytes, TaskFn fn, const void* context);
 

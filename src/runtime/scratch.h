@@ -11,7 +11,7 @@
 namespace rmsnorm::runtime {
 
 // One buffer per use, so that the uses within one call never share memory.
-enum class ScratchSlot : int { kParamGradPartials, kEffectiveGain, kPairedParams, kQuantizedRows, kCount };
+enum class ScratchSlot : int { kParamGradPartials, kGain, kBias, kPairedParams, kQuantizedRows, kCount };
 
 // The bytes of scratch the threads may keep between calls, all threads together. The default is
 // kDefaultScratchLimit, or RMSNORM_SCRATCH_BYTES from the environment.
