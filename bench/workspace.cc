@@ -3,15 +3,17 @@
 namespace rmsnorm_bench {
 
 void Workspace::Prepare(rmsnorm_dtype dtype, Shape shape) {
-  if (dtype == dtype_ && shape == shape_ && !weight_.empty()) return;
+  if (dtype == dtype_ && shape == shape_ && weight_) return;
   for (auto& t : tensors_) t.reset();  // before allocating the next shape: peak memory stays one shape
   dtype_ = dtype;
   shape_ = shape;
-  weight_.assign(size_t(shape.cols), 0.0f);
-  bias_.assign(size_t(shape.cols), 0.0f);
+  weight_ = std::make_unique<Tensor>(RMSNORM_F32, size_t(shape.cols));
+  bias_ = std::make_unique<Tensor>(RMSNORM_F32, size_t(shape.cols));
+  auto* weight = static_cast<float*>(weight_->data());
+  auto* bias = static_cast<float*>(bias_->data());
   for (int64_t i = 0; i < shape.cols; ++i) {
-    weight_[size_t(i)] = 1.0f + 0.001f * float(i % 97);
-    bias_[size_t(i)] = 0.01f * float(i % 13) - 0.06f;
+    weight[i] = 1.0f + 0.001f * float(i % 97);
+    bias[i] = 0.01f * float(i % 13) - 0.06f;
   }
 }
 
