@@ -63,7 +63,7 @@ class LayerNormForwardKernel {
 
   int num_phases() const { return 1; }
 
-  // The next row's prefetches go out from the moments' second pass, which reads this row from L1, rather
+  // The next rows' prefetches go out from the moments' second pass, which reads this row from L1, rather
   // than from the output pass, which streams y: measured faster (the commit says by how much, and where
   // not). Other kernels have no such pass (see HintsFor).
   Partial Reduce(int, int64_t row, int64_t c0, int64_t c1, const State&) const {

@@ -144,13 +144,10 @@ class RmsForwardKernel {
  private:
   const T* Input(int64_t row) const { return kAdd ? h_.Row(row) : x_.Row(row); }
 
-  // Rows streamed from memory prefetch two rows ahead here, not one: this kernel spends the least time
-  // on a row of any, which leaves one row ahead the least time for its lines to arrive, and two measured
-  // faster on the Zen 5, most for 16-bit rows (the commit says by how much). pRMSNorm and the fused add
-  // keep one row: for them two measured slower. The quantized forward (below) keeps one too, unmeasured.
+  // The fused add prefetches one row down whatever its width: further measured slower for it (the
+  // commit says by how much).
   OutputHints<T> OutputHintsFor(int64_t row, int64_t c0) const {
-    const int64_t rows_ahead = !kAdd && p_.k == p_.cols ? 2 : 1;
-    return HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? &residual_ : nullptr, rows_ahead);
+    return HintsFor(plan_, y_in_place_, row, c0, x_, kAdd ? &residual_ : nullptr, kAdd ? 1 : INT64_MAX);
   }
 
   // Also the quantized kernel's (below).

@@ -39,7 +39,7 @@ constexpr int64_t kGroupRows = 8;
 constexpr int64_t kGroupBytes = 4096;
 constexpr int64_t GroupScale(rmsnorm_dtype dtype) { return dtype == RMSNORM_BF16 ? 2 : 1; }
 
-// Working sets above this (beyond the per-core L2) prefetch each next row while writing this one.
+// Working sets above this (beyond the per-core L2) prefetch rows further down while writing this one.
 constexpr int64_t kPrefetchBytes = int64_t{1} << 20;
 
 struct RowPlan {
@@ -51,7 +51,8 @@ struct RowPlan {
   // Calls whose row tensors outgrow a quarter of the last-level cache: non-temporal stores (see
   // runtime/cache_info.h).
   bool stream_outputs = false;
-  // Rows stream from memory: prefetch row r + 1 while writing row r, when a row is one chunk.
+  // Rows stream from memory: prefetch a row further down (HintsFor) while writing this one, when a row
+  // is one chunk.
   bool prefetch_rows = false;
   // Rows reduced, finished and written as a group on the non-split path (see RunRowGroup, row_groups-inl.h).
   int64_t group_rows = 1;
