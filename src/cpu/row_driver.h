@@ -286,7 +286,7 @@ template <template <class, bool, bool> class Kernel>
 void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
   const RowPlan plan = MakePlan(p, tensors);
   const int64_t bytes = tensors * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
-  const ForwardParams params(p, a, runtime::ThreadsFor(plan.num_blocks, bytes));
+  const ForwardParams params(p, a, runtime::ThreadsFor(plan.Tasks(), bytes));
   WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
     WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
       WithFlag(a.bias != nullptr, [&](auto bias) RMSNORM_INLINE_LAMBDA {
@@ -305,7 +305,7 @@ void RunBackward(const Problem& p, const BackwardArgs& a) {
   const RowPlan plan = MakePlan(p, 3, a.dweight != nullptr || a.dbias != nullptr);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
-  const ColumnParam gain(a.weight, p.weight_offset, p, runtime::ThreadsFor(plan.num_blocks, bytes),
+  const ColumnParam gain(a.weight, p.weight_offset, p, runtime::ThreadsFor(plan.Tasks(), bytes),
                          runtime::ScratchSlot::kGain);
   WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
     WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {

@@ -61,6 +61,8 @@ struct RowPlan {
   int64_t ChunkEnd(int64_t c) const { return std::min(cols, (c + 1) * kChunk); }
   int64_t BlockBegin(int64_t b) const { return b * block_rows; }
   int64_t BlockEnd(int64_t b) const { return std::min(rows, (b + 1) * block_rows); }
+  // The tasks the call's parallel loops hand out: row blocks, or (block, chunk) tiles when split.
+  int64_t Tasks() const { return split ? num_blocks * num_chunks : num_blocks; }
 };
 
 // `tensors`: how many (rows, cols) tensors the call moves, inputs and outputs. `param_grads`: the
