@@ -21,6 +21,11 @@
  * Aliasing: an output may coincide exactly with an input (rows, cols) tensor, for in-place use; any
  * other overlap between an output and another buffer is refused.
  *
+ * Alignment: every pointer must be aligned to its elements (else the call is refused); results never
+ * depend on any further alignment. Speed does: rows and parameters that start on a 64-byte boundary
+ * are read a line at a time. Calls of many rows read a weight or bias that does not start on one from
+ * an aligned copy they make; shorter calls, a decode row among them, read it where it is.
+ *
  * Extremes (the SIMD kernels and the reference backend agree on all of these, NaN for NaN):
  *   - The gain weight_offset + weight[i] is summed in f32: beyond f32's range it is +-inf, and the
  *     outputs follow IEEE arithmetic from there (a column where x - mean = 0 meets it gives NaN).
