@@ -175,10 +175,10 @@ constexpr int64_t kPrefetchAheadBytes = int64_t{16} << 10;
 // The hints for writing columns [c0, ...) of `row`: stream when the plan says so and the output is not
 // also an input (in place, the line was just read into cache, where ordinary stores are cheapest), and
 // prefetch the same columns of a row further down (kPrefetchAheadBytes, at most `max_rows_ahead`) of
-// the inputs `a` and `b` (or null). Most kernels issue those prefetches from the output pass: their only other pass reads the row
-// from L2, and prefetches issued there measured slower (RMSNorm's forward, 8192x4096 f32 on the Zen 5:
-// 0.71 of the copy against 0.91). LayerNorm's forward issues them from a pass that reads L1 only (see
-// its Reduce).
+// the inputs `a` and `b` (or null). Most kernels issue those prefetches from the output pass: their
+// only other pass reads the row from L2, and prefetches issued there measured slower (RMSNorm's
+// forward, 8192x4096 f32 on the Zen 5: 0.71 of the copy against 0.91). LayerNorm's forward issues them
+// from a pass that reads L1 only (see its Reduce).
 // A row that fits one reduction chunk and is not streamed from memory is written last vector first,
 // right after its reductions; rows from memory go forward, so the next row's prefetches are issued in
 // the order its reductions will read them, and a split row's chunks were reduced long before. So do

@@ -290,7 +290,8 @@ void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
   WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
     WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
       WithFlag(a.bias != nullptr, [&](auto bias) RMSNORM_INLINE_LAMBDA {
-        const Kernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, params.args(), params.gain());
+        const Kernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, params.args(),
+                                                                                         params.gain());
         RunRows(plan, bytes, kernel, nullptr);
       });
     });
