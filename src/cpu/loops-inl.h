@@ -166,19 +166,13 @@ struct OutputHints {
   bool reversed = false;  // last vector first: see ForEachVectorReversed
 };
 
-// How far ahead the next rows' prefetches reach: about the bytes a core streams in while a line comes
-// from memory (bandwidth times latency, some 50 GB/s times 300 ns), counted over every input prefetched.
-// Rows of 16 KiB then prefetch one row down, of 8 KiB two, of 4 KiB four (two where the backward
-// prefetches dy and x). Measured on the Zen 5 (the commit says by how much), not on the Zen 3.
-constexpr int64_t kPrefetchAheadBytes = int64_t{16} << 10;
-
 // The hints for writing columns [c0, ...) of `row`: stream when the plan says so and the output is not
 // also an input (in place, the line was just read into cache, where ordinary stores are cheapest), and
-// prefetch the same columns of a row further down (kPrefetchAheadBytes, at most `max_rows_ahead`) of
-// the inputs `a` and `b` (or null). Most kernels issue those prefetches from the output pass: their
-// only other pass reads the row from L2, and prefetches issued there measured slower (RMSNorm's
-// forward, 8192x4096 f32 on the Zen 5: 0.71 of the copy against 0.91). LayerNorm's forward issues them
-// from a pass that reads L1 only (see its Reduce).
+// prefetch the same columns of a row further down (RowPlan::prefetch_rows_ahead, at most
+// `max_rows_ahead`) of the inputs `a` and `b` (or null). Most kernels issue those prefetches from the
+// output pass: their only other pass reads the row from L2, and prefetches issued there measured
+// slower (RMSNorm's forward, 8192x4096 f32 on the Zen 5: 0.71 of the copy against 0.91). LayerNorm's
+// forward issues them from a pass that reads L1 only (see its Reduce).
 // A row that fits one reduction chunk and is not streamed from memory is written last vector first,
 // right after its reductions; rows from memory go forward, so the next row's prefetches are issued in
 // the order its reductions will read them, and a split row's chunks were reduced long before. So do
@@ -190,15 +184,16 @@ HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t r
                                    int64_t max_rows_ahead = INT64_MAX) {
   OutputHints<T> hints;
   hints.stream = plan.stream_outputs && !in_place;
-  if (plan.prefetch_rows) {
-    const int64_t row_bytes = (b ? 2 : 1) * plan.cols * int64_t(sizeof(T));
-    const int64_t rows_ahead = std::clamp<int64_t>(kPrefetchAheadBytes / row_bytes, 1, max_rows_ahead);
+  if (plan.prefetch_rows_ahead != 0) {
+    // Two inputs reach half as many rows down: kPrefetchAheadBytes counts every input prefetched.
+    const int64_t ahead = b ? plan.prefetch_rows_ahead / 2 : plan.prefetch_rows_ahead;
+    const int64_t rows_ahead = std::clamp<int64_t>(ahead, 1, max_rows_ahead);
     if (row + rows_ahead < plan.rows) {
       hints.prefetch_a = a.Row(row + rows_ahead) + c0;
       hints.prefetch_b = b ? b->Row(row + rows_ahead) + c0 : nullptr;
     }
   }
-  hints.reversed = plan.num_chunks == 1 && !plan.prefetch_rows && !hints.stream &&
+  hints.reversed = plan.num_chunks == 1 && plan.prefetch_rows_ahead == 0 && !hints.stream &&
                    (plan.group_rows == 1 || !std::is_same_v<T, float>);
   return hints;
 }

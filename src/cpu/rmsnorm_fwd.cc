@@ -309,7 +309,7 @@ void RmsForwardQuantizedImpl(const Problem& p, const ForwardArgs& a, const Quant
   float* row_buffers = lease.Borrow(runtime::ScratchSlot::kQuantizedRows, size_t(plan.num_blocks * (p.cols + 1)));
   static_assert(sizeof(float) == sizeof(uint32_t));
   const int64_t bytes = tensors * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
-  const ForwardParams params(p, a, runtime::ThreadsFor(plan.Tasks(), bytes));
+  const ForwardParams params(p, a, plan, bytes);
   // Not RMSNORM_INLINE_LAMBDA: GCC gives a lambda in a target function no target attributes, so it
   // cannot force one inline here (RunForward, a template outside the target namespace, can).
   WithStorage(p.dtype, [&](auto t) {

@@ -94,24 +94,29 @@ class ColumnParam {
  public:
   static constexpr int64_t kMinRowsPerThreadToRealign = 128;
 
-  // threads: how many the call runs on (runtime::ThreadsFor).
-  ColumnParam(const float* values, float offset, const Problem& p, int threads, runtime::ScratchSlot slot)
+  // plan, bytes: the call's, as RunRows takes them.
+  ColumnParam(const float* values, float offset, const RowPlan& plan, int64_t bytes, runtime::ScratchSlot slot)
       : data_(values) {
     if (values == nullptr) return;
     const bool off_line = reinterpret_cast<uintptr_t>(values) % 64 != 0;
-    const bool worth_copying = threads == 1 ? p.rows >= 2 : p.rows >= kMinRowsPerThreadToRealign * threads;
-    if (offset == 0.0f && !(off_line && worth_copying)) return;
-    float* scratch = scratch_.Borrow(slot, size_t(p.cols));
+    if (offset == 0.0f && !(off_line && WorthRealigning(plan, bytes))) return;
+    float* scratch = scratch_.Borrow(slot, size_t(plan.cols));
     if (offset == 0.0f) {
-      std::memcpy(scratch, values, size_t(p.cols) * sizeof(float));  // not 0 + value, which makes -0 +0
+      std::memcpy(scratch, values, size_t(plan.cols) * sizeof(float));  // not 0 + value, which makes -0 +0
     } else {
-      for (int64_t i = 0; i < p.cols; ++i) scratch[i] = offset + values[i];
+      for (int64_t i = 0; i < plan.cols; ++i) scratch[i] = offset + values[i];
     }
     data_ = scratch;
   }
   const float* data() const { return data_; }  // (cols) f32, or null where the call has none
 
  private:
+  static bool WorthRealigning(const RowPlan& plan, int64_t bytes) {
+    if (plan.rows < 2) return false;
+    const int threads = runtime::ThreadsFor(plan.Tasks(), bytes);
+    return threads == 1 || plan.rows >= kMinRowsPerThreadToRealign * threads;
+  }
+
   runtime::ScratchLease scratch_;
   const float* data_;
 };
@@ -120,9 +125,9 @@ class ColumnParam {
 // bias as the kernels read them.
 class ForwardParams {
  public:
-  ForwardParams(const Problem& p, const ForwardArgs& a, int threads)
-      : gain_(a.weight, p.weight_offset, p, threads, runtime::ScratchSlot::kGain),
-        bias_(a.bias, 0.0f, p, threads, runtime::ScratchSlot::kBias),
+  ForwardParams(const Problem& p, const ForwardArgs& a, const RowPlan& plan, int64_t bytes)
+      : gain_(a.weight, p.weight_offset, plan, bytes, runtime::ScratchSlot::kGain),
+        bias_(a.bias, 0.0f, plan, bytes, runtime::ScratchSlot::kBias),
         args_(a) {
     args_.bias = bias_.data();
   }
@@ -286,7 +291,7 @@ template <template <class, bool, bool> class Kernel>
 void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
   const RowPlan plan = MakePlan(p, tensors);
   const int64_t bytes = tensors * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
-  const ForwardParams params(p, a, runtime::ThreadsFor(plan.Tasks(), bytes));
+  const ForwardParams params(p, a, plan, bytes);
   WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
     WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
       WithFlag(a.bias != nullptr, [&](auto bias) RMSNORM_INLINE_LAMBDA {
@@ -306,8 +311,7 @@ void RunBackward(const Problem& p, const BackwardArgs& a) {
   const RowPlan plan = MakePlan(p, 3, a.dweight != nullptr || a.dbias != nullptr);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
-  const ColumnParam gain(a.weight, p.weight_offset, p, runtime::ThreadsFor(plan.Tasks(), bytes),
-                         runtime::ScratchSlot::kGain);
+  const ColumnParam gain(a.weight, p.weight_offset, plan, bytes, runtime::ScratchSlot::kGain);
   WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
     WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
       WithFlag(a.dweight != nullptr, [&](auto dweight) RMSNORM_INLINE_LAMBDA {
