@@ -178,6 +178,8 @@ struct OutputHints {
 // the order its reductions will read them, and a split row's chunks were reduced long before. So do
 // grouped f32 rows, whose group stays in L1 whichever way (kGroupBytes): forward measured faster for
 // them, from rows of 128 columns up, and slower for grouped bf16 rows (the commit says by how much).
+// pRMSNorm's f32 forward, whose reduction reads only the first k columns, writes forward too (see
+// RmsForwardKernel::OutputHintsFor).
 template <class T>
 HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t row, int64_t c0,
                                    const RowTensor<const T>& a, const RowTensor<const T>* b = nullptr,
