@@ -126,6 +126,36 @@ class RmsForwardKernel {
                    kBias ? b : nullptr);
   }
 
+  // A group of short rows (see RunRowGroups, row_groups-inl.h) of plain RMSNorm or L2-Norm: Reduce,
+  // Fold, Finish and Output's operations, in three loops over the group's rows with the statistics in
+  // local arrays rather than in States, and the output hints taken once. Their outputs never look past
+  // k nor at a huge gain, so the per-row work is what is left. Returns false, having written nothing,
+  // where the group has a rare row or the call is another kernel's: the generic loop then runs it.
+  template <int64_t kRows>
+  bool RunGroup(int64_t first, int64_t count) const {
+    if (!plain_groups_) return false;
+    float sums[kRows];
+    for (int64_t r = 0; r < count; ++r) sums[r] = SumSquares(x_.Row(first + r), size_t(p_.cols), size_t(p_.cols));
+    float rstds[kRows];
+    bool usual = true;
+    for (int64_t r = 0; r < count; ++r) {
+      double rstd = 0.0;
+      usual &= RmsInverseRoot(p_, double(sums[r]), &rstd);
+      rstds[r] = static_cast<float>(rstd);
+    }
+    if (HWY_UNLIKELY(!usual)) return false;
+    if (rstd_) std::copy(rstds, rstds + count, rstd_ + first);
+    const OutputHints<T> hints = OutputHintsFor(first, 0);  // grouped rows prefetch nothing
+    const DF d;
+    for (int64_t r = 0; r < count; ++r) {
+      const VF rstd = hn::Set(d, rstds[r]);
+      ForEachForwardOutput<kWeight, kBias>(d, x_.Row(first + r), y_.Row(first + r), size_t(p_.cols), 0, gain_,
+                                           bias_, pairs_, hints,
+                                           [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, rstd); });
+    }
+    return true;
+  }
+
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
     const T* in = Input(row) + c0;
     T* out = y_.Row(row) + c0;
@@ -194,6 +224,7 @@ class RmsForwardKernel {
   bool y_in_place_;
   PairedParams pairs_;  // bf16 only: see bf16_pairs-inl.h
   EpilogueRange range_;
+  bool plain_groups_ = !kAdd && p_.k == p_.cols && !range_.huge_gain;  // see RunGroup
 };
 
 template <class T, bool kWeight, bool kBias>

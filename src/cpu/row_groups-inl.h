@@ -34,6 +34,15 @@ constexpr bool kHasOutputRow<K, std::void_t<decltype(&K::OutputRow)>> =
     std::is_same_v<decltype(&K::OutputRow),
                    void (K::*)(int64_t, int64_t, int64_t, const typename K::State&, float*, float*) const>;
 
+// Whether a kernel runs groups of rows itself where it can, `template <int64_t kRows> bool RunGroup(int64_t
+// first, int64_t count) const`, returning false to leave a group to RunRowGroup: work per row that a
+// short row's statistic and output do not pay for. Declared by the kernel itself, as OutputRow.
+template <class K, class = void>
+constexpr bool kHasRunGroup = false;
+template <class K>
+constexpr bool kHasRunGroup<K, std::void_t<decltype(&K::template RunGroup<1>)>> =
+    std::is_same_v<decltype(&K::template RunGroup<1>), bool (K::*)(int64_t, int64_t) const>;
+
 // Rows [first, first + rows) of one block, rows <= kRows, on the non-split path: each phase's
 // reductions of every row, then their finishes, and then their outputs, in row order. A narrow row's
 // statistic ends in a chain of dependent latencies (the lanes' sum, the fold, a divide and a square
@@ -100,8 +109,13 @@ RMSNORM_FLATTEN void RunRowGroups(const RowPlan& plan, const Kernel& kernel, int
   // The most rows MakePlan groups for the kernel's storage type: room for more measured slower.
   constexpr int64_t kMaxRows = kGroupRows * GroupScale(StorageOf<typename Kernel::Element>::dtype);
   HWY_DASSERT(plan.group_rows <= kMaxRows);
-  for (int64_t first = begin; first < end; first += plan.group_rows)
-    RunRowGroup<kMaxRows>(plan, kernel, first, std::min(plan.group_rows, end - first), dw, db);
+  for (int64_t first = begin; first < end; first += plan.group_rows) {
+    const int64_t count = std::min(plan.group_rows, end - first);
+    if constexpr (kHasRunGroup<Kernel>) {
+      if (kernel.template RunGroup<kMaxRows>(first, count)) continue;
+    }
+    RunRowGroup<kMaxRows>(plan, kernel, first, count, dw, db);
+  }
 }
 
 // Rows [begin, end) of one block, adding to the block's parameter-gradient partials dw and db (or
