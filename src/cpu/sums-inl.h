@@ -198,12 +198,18 @@ HWY_INLINE float SumSquares(const T* x, size_t n, size_t available) {
 // the mean, a second (from cache) for the sums of d = x - m and d^2; then mean = m + sum(d) / n and
 // M2 = sum(d^2) - sum(d)^2 / n, which stays accurate when m is off by an ulp (large mean, small spread).
 // The second pass also issues the next-row prefetches of `hints`, if any (see LayerNormForwardKernel).
+// The two passes are also callable alone (a group of short rows takes each for all its rows in turn).
 template <class T>
-HWY_INLINE Moments ChunkMoments(const T* x, size_t n, const OutputHints<T>& hints = {}) {
+HWY_INLINE float ChunkMeanEstimate(const T* x, size_t n) {
   const DF d;
   const float sum =
       Sum(d, n, [&](size_t i, size_t count, VF& v) RMSNORM_INLINE_LAMBDA { v = Load(d, x + i, count); });
-  const float estimate = static_cast<float>(DivideBy(double(sum), int64_t(n)));
+  return static_cast<float>(DivideBy(double(sum), int64_t(n)));
+}
+
+template <class T>
+HWY_INLINE Moments ChunkMomentsAbout(const T* x, size_t n, float estimate, const OutputHints<T>& hints = {}) {
+  const DF d;
   const VF m = hn::Set(d, estimate);
   float sum_d, sum_d2;
   Sum2(
@@ -221,6 +227,11 @@ HWY_INLINE Moments ChunkMoments(const T* x, size_t n, const OutputHints<T>& hint
   const double m2 = double(sum_d2) - DivideBy(double(sum_d) * double(sum_d), int64_t(n));
   moments.m2 = m2 < 0.0 ? 0.0 : m2;  // rounding can dip below 0; NaN stays NaN and marks the row rare
   return moments;
+}
+
+template <class T>
+HWY_INLINE Moments ChunkMoments(const T* x, size_t n, const OutputHints<T>& hints = {}) {
+  return ChunkMomentsAbout(x, n, ChunkMeanEstimate(x, n), hints);
 }
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
