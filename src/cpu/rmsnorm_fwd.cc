@@ -130,7 +130,8 @@ class RmsForwardKernel {
   // Fold, Finish and Output's operations, in three loops over the group's rows with the statistics in
   // local arrays rather than in States, and the output hints taken once. Their outputs never look past
   // k nor at a huge gain, so the per-row work is what is left. Returns false, having written nothing,
-  // where the group has a rare row or the call is another kernel's: the generic loop then runs it.
+  // where the group has a rare row or the call needs more (the fused add, pRMSNorm, a huge gain): the
+  // generic loop then runs the group.
   template <int64_t kRows>
   bool RunGroup(int64_t first, int64_t count) const {
     if (!plain_groups_) return false;

@@ -34,9 +34,9 @@ constexpr bool kHasOutputRow<K, std::void_t<decltype(&K::OutputRow)>> =
     std::is_same_v<decltype(&K::OutputRow),
                    void (K::*)(int64_t, int64_t, int64_t, const typename K::State&, float*, float*) const>;
 
-// Whether a kernel runs groups of rows itself where it can, `template <int64_t kRows> bool RunGroup(int64_t
-// first, int64_t count) const`, returning false to leave a group to RunRowGroup: work per row that a
-// short row's statistic and output do not pay for. Declared by the kernel itself, as OutputRow.
+// Whether a kernel runs a group of rows itself, `template <int64_t kRows> bool RunGroup(int64_t first,
+// int64_t count) const`, where it can skip per-row work its short rows do not need; it returns false to
+// leave the group to RunRowGroup. Declared by the kernel itself, as OutputRow.
 template <class K, class = void>
 constexpr bool kHasRunGroup = false;
 template <class K>
