@@ -92,13 +92,13 @@ class LayerNormForwardKernel {
   // pass for every row of the group, then its second, then Finish's and Output's operations. A row's
   // second pass waits on its first through a fold and a divide; taken row by row, as RunRowGroup takes
   // Reduce, each row's wait ended before the next row's sums could start. Returns false, having
-  // written nothing, where a row is rare or the gain huge: the generic loop then runs the group. f32
-  // rows whose outputs stream (see RowPlan) keep the generic loop too: they measured slower this way
-  // (0.77-0.81x at 256 columns; 16-bit rows gained with streamed outputs as without; the commit says
-  // by how much).
+  // written nothing, where a row is rare or the gain huge: the generic loop then runs the group. Calls
+  // whose outputs stream (see RowPlan) keep the generic loop too: some measured much slower this way
+  // (f32 at 256 columns 0.77-0.81x, f16 at 100 0.66x), with the passes in either order; the commit
+  // says by how much.
   template <int64_t kRows>
   bool RunGroup(int64_t first, int64_t count) const {
-    if (range_.huge_gain || (std::is_same_v<T, float> && plan_.stream_outputs)) return false;
+    if (range_.huge_gain || plan_.stream_outputs) return false;
     const size_t n = size_t(p_.cols);
     float estimates[kRows];
     for (int64_t r = 0; r < count; ++r) estimates[r] = ChunkMeanEstimate(x_.Row(first + r), n);
