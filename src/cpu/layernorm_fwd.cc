@@ -93,9 +93,8 @@ class LayerNormForwardKernel {
   // second pass waits on its first through a fold and a divide; taken row by row, as RunRowGroup takes
   // Reduce, each row's wait ended before the next row's sums could start. Returns false, having
   // written nothing, where a row is rare or the gain huge: the generic loop then runs the group. Calls
-  // whose outputs stream (see RowPlan) keep the generic loop too: some measured much slower this way
-  // (f32 at 256 columns 0.77-0.81x, f16 at 100 0.66x), with the passes in either order; the commit
-  // says by how much.
+  // whose outputs stream (see RowPlan) keep the generic loop too: some of them measured much slower
+  // this way, with the passes in either order (the commit says by how much).
   template <int64_t kRows>
   bool RunGroup(int64_t first, int64_t count) const {
     if (range_.huge_gain || plan_.stream_outputs) return false;
