@@ -92,31 +92,44 @@ class LayerNormForwardKernel {
   // pass for every row of the group, then its second, then Finish's and Output's operations. A row's
   // second pass waits on its first through a fold and a divide; taken row by row, as RunRowGroup takes
   // Reduce, each row's wait ended before the next row's sums could start. Returns false, having
-  // written nothing, where a row is rare or the gain huge: the generic loop then runs the group. Calls
-  // whose outputs stream (see RowPlan) keep the generic loop too: some of them measured much slower
-  // this way, with the passes in either order (the commit says by how much).
+  // written nothing, where a row is rare or the gain huge: the generic loop then runs the group.
   template <int64_t kRows>
   bool RunGroup(int64_t first, int64_t count) const {
-    if (range_.huge_gain || plan_.stream_outputs) return false;
+    if (range_.huge_gain) return false;
     const size_t n = size_t(p_.cols);
     float estimates[kRows];
     for (int64_t r = 0; r < count; ++r) estimates[r] = ChunkMeanEstimate(x_.Row(first + r), n);
-    Moments moments[kRows];
-    for (int64_t r = 0; r < count; ++r) moments[r] = ChunkMomentsAbout(x_.Row(first + r), n, estimates[r]);
-    State states[kRows];
+    // Plain arrays, and a State per row made where its output needs it: a group's array of States (or
+    // of Moments), zeroed up front, put stores behind the last group's streamed outputs, and those
+    // calls measured far slower (the commit says by how much).
+    double means[kRows], m2s[kRows];
+    for (int64_t r = 0; r < count; ++r) {
+      const Moments m = ChunkMomentsAbout(x_.Row(first + r), n, estimates[r]);
+      means[r] = m.mean;
+      m2s[r] = m.m2;
+    }
+    float rstds[kRows];
     bool usual = true;
     for (int64_t r = 0; r < count; ++r) {
+      Moments m;
+      m.count = int64_t(n);
+      m.mean = means[r];
+      m.m2 = m2s[r];
       double rstd = 0.0;
-      usual &= MomentsInverseRoot(moments[r], p_.eps, &rstd);
-      states[r].mean = Split(moments[r].mean);
-      states[r].rstd = static_cast<float>(rstd);
+      usual &= MomentsInverseRoot(m, p_.eps, &rstd);
+      rstds[r] = static_cast<float>(rstd);
     }
     if (HWY_UNLIKELY(!usual)) return false;
     for (int64_t r = 0; r < count; ++r) {
-      if (mean_) mean_[first + r] = static_cast<float>(moments[r].mean);
-      if (rstd_) rstd_[first + r] = states[r].rstd;
+      if (mean_) mean_[first + r] = static_cast<float>(means[r]);
+      if (rstd_) rstd_[first + r] = rstds[r];
     }
-    for (int64_t r = 0; r < count; ++r) Output(first + r, 0, p_.cols, states[r], nullptr, nullptr);
+    for (int64_t r = 0; r < count; ++r) {
+      State s;
+      s.mean = Split(means[r]);
+      s.rstd = rstds[r];
+      Output(first + r, 0, p_.cols, s, nullptr, nullptr);
+    }
     return true;
   }
 
