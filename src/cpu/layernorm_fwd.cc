@@ -101,7 +101,8 @@ class LayerNormForwardKernel {
     for (int64_t r = 0; r < count; ++r) estimates[r] = ChunkMeanEstimate(x_.Row(first + r), n);
     // Plain arrays, and a State per row made where its output needs it: a group's array of States (or
     // of Moments), zeroed up front, put stores behind the last group's streamed outputs, and those
-    // calls measured far slower (the commit says by how much).
+    // calls measured far slower. The inverse roots keep a loop of their own: taken in the second pass's
+    // loop, row by row, they measured slower too (the commits say by how much).
     double means[kRows], m2s[kRows];
     for (int64_t r = 0; r < count; ++r) {
       const Moments m = ChunkMomentsAbout(x_.Row(first + r), n, estimates[r]);
