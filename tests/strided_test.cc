@@ -218,6 +218,16 @@ TEST(Strided, OneAndTwoThreadsAgree) {
   }
 }
 
+// Short strided rows of a call that moves more bytes than the last-level cache holds (up to 32 MiB:
+// each tensor here has 32 MiB) are run group by group, each after a prefetch of the rows a group
+// further down (RowPlan::group_prefetch_rows_ahead): the same bits as the packed call, forward and
+// backward, for a kernel of each family.
+TEST(Strided, ShortRowsBeyondTheCache) {
+  const Shape shape{65536, 128, 32};
+  for (const registry::Norm norm : {registry::Norm::kRmsNorm, registry::Norm::kLayerNorm})
+    ExpectStridedEqualsPacked(CaseFor(norm, RMSNORM_F32, shape), shape.inner_rows, false);
+}
+
 // Per-head QK-norm in place inside qkv[tokens][(Hq + 2 * Hkv) * D], as Qwen3 and OLMo 2 do it: each
 // head equals a plain call on that head alone, v is untouched, and the backward's dweight sums over
 // tokens and heads.

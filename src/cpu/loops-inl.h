@@ -220,6 +220,25 @@ HWY_INLINE void PrefetchNextRow(const OutputHints<T>& hints, size_t i) {
   }
 }
 
+// Prefetches rows [first, first + count) of the inputs `a` and `b` (or null), `cols` elements each:
+// rows further down, ahead of their group (see RowPlan::group_prefetch_rows_ahead).
+template <class T>
+HWY_INLINE void PrefetchInputRows(int64_t first, int64_t count, int64_t cols, const RowTensor<const T>& a,
+                                  const RowTensor<const T>* b = nullptr) {
+  const auto lines = [&](const T* row) RMSNORM_INLINE_LAMBDA {
+    const uintptr_t end = reinterpret_cast<uintptr_t>(row + cols);
+    for (uintptr_t line = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{63}; line < end; line += 64)
+      __builtin_prefetch(reinterpret_cast<const void*>(line), 0, kNextRowLocality);
+  };
+  for (int64_t row = first; row < first + count; ++row) {
+    lines(a.Row(row));
+    if (b) lines(b->Row(row));
+  }
+  // An effect GCC must keep. Its mod/ref analysis (GCC 12) takes a function that only prefetches for
+  // one without effects, and dropped every call to this one (the disassembly showed no prefetch).
+  asm volatile("");
+}
+
 // A streamed output's head: calls step(i, count, false) (ordinary stores) over the columns before out's
 // first address aligned to `unit_bytes`, the streaming store's alignment, at most n. Returns their number.
 template <class T, class Step>

@@ -146,7 +146,7 @@ class RmsForwardKernel {
     }
     if (HWY_UNLIKELY(!usual)) return false;
     if (rstd_) std::copy(rstds, rstds + count, rstd_ + first);
-    const OutputHints<T> hints = OutputHintsFor(first, 0);  // grouped rows prefetch nothing
+    const OutputHints<T> hints = OutputHintsFor(first, 0);  // no next row: see RunRowGroupsPrefetching
     const DF d;
     for (int64_t r = 0; r < count; ++r) {
       const VF rstd = hn::Set(d, rstds[r]);
@@ -155,6 +155,10 @@ class RmsForwardKernel {
                                            [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, rstd); });
     }
     return true;
+  }
+
+  void PrefetchRows(int64_t first, int64_t count) const {
+    PrefetchInputRows(first, count, p_.cols, x_, kAdd ? &residual_ : nullptr);
   }
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {

@@ -27,7 +27,7 @@ std::string ReadLine(const std::string& path) {
   return ok ? buffer : "";
 }
 
-int64_t LastLevelCacheBytes() {
+int64_t ReadLastLevelCacheBytes() {
   int best_level = 0;
   int64_t best_size = 0;
   for (int index = 0; index < 8; ++index) {
@@ -48,6 +48,11 @@ int64_t LastLevelCacheBytes() {
 }
 
 }  // namespace
+
+int64_t LastLevelCacheBytes() {
+  static const int64_t bytes = ReadLastLevelCacheBytes();
+  return bytes;
+}
 
 int64_t StreamingStoreBytes() {
   static const int64_t bytes = [] {

@@ -15,6 +15,9 @@ namespace rmsnorm::runtime {
 // RMSNORM_STREAM_BYTES from the environment overrides it (0: always).
 int64_t StreamingStoreBytes();
 
+// The last-level cache's size in bytes (Linux sysfs, else sysconf, else 32 MiB), read once.
+int64_t LastLevelCacheBytes();
+
 }  // namespace rmsnorm::runtime
 
 #endif  // RMSNORM_SRC_RUNTIME_CACHE_INFO_H_
