@@ -70,7 +70,7 @@ struct RowPlan {
   // Rows reduced, finished and written as a group on the non-split path (see RunRowGroup, row_groups-inl.h).
   int64_t group_rows = 1;
   // Grouped strided rows from memory: before a group runs, prefetch the rows this many rows further
-  // down (kGroupPrefetchAheadBytes), or 0 for none.
+  // down (kGroupPrefetchAheadBytes), or 0 for none. Nonzero only where group_rows > 1.
   int64_t group_prefetch_rows_ahead = 0;
 
   int64_t ChunkBegin(int64_t c) const { return c * kChunk; }
