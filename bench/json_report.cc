@@ -96,7 +96,8 @@ void WriteJson(std::ostream& out, const MachineInfo& m, const RunInfo& run, cons
       .String("stream_target", m.stream_target)
       .String("library_version", m.library_version)
       .String("header_version", m.header_version)
-      .Num("load_average_1min", m.load_average_1min >= 0 ? m.load_average_1min : NAN);
+      .Num("load_average_1min", m.load_average_1min >= 0 ? m.load_average_1min : NAN)
+      .Num("cross_core_round_trip_ns", m.cross_core_ns);
 
   std::string threads = "[";
   for (size_t i = 0; i < run.threads.size(); ++i) threads += (i ? ", " : "") + std::to_string(run.threads[i]);
@@ -145,7 +146,9 @@ void WriteJson(std::ostream& out, const MachineInfo& m, const RunInfo& run, cons
           .Raw("stream_candidates", CandidatesJson(r.stream_candidates))
           .Num("stream_gbps", r.stream_gbps)
           .Num("fraction_of_stream", r.fraction_of_stream)
-          .Num("speedup_vs_layernorm", r.vs_layernorm);
+          .Num("speedup_vs_layernorm", r.vs_layernorm)
+          .Num("cross_core_round_trip_ns_before", r.cross_core_ns_before)
+          .Num("cross_core_round_trip_ns_after", r.cross_core_ns_after);
     }
     cases.push_back(c.Text());
   }

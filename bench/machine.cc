@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cross_core.h"
 #include "rmsnorm/rmsnorm.h"
 #include "stream.h"
 
@@ -63,6 +64,7 @@ MachineInfo DetectMachine() {
   m.header_version = std::to_string(RMSNORM_VERSION_MAJOR) + "." + std::to_string(RMSNORM_VERSION_MINOR) + "." +
                      std::to_string(RMSNORM_VERSION_PATCH);
   m.load_average_1min = LoadAverage();
+  m.cross_core_ns = CrossCoreRoundTripNs();
   return m;
 }
 

@@ -3,6 +3,7 @@
 #define RMSNORM_BENCH_MACHINE_H_
 
 #include <cstdint>
+#include <limits>
 #include <string>
 
 namespace rmsnorm_bench {
@@ -17,6 +18,8 @@ struct MachineInfo {
   std::string library_version;
   std::string header_version;
   double load_average_1min = -1;  // /proc/loadavg at start; -1 when unknown
+  // CrossCoreRoundTripNs() at start (cross_core.h); NaN for one hardware thread.
+  double cross_core_ns = std::numeric_limits<double>::quiet_NaN();
 };
 
 MachineInfo DetectMachine();

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cross_core.h"
 #include "format.h"
 #include "table.h"
 #include "tensor.h"
@@ -119,6 +120,8 @@ std::string MachineLine(const MachineInfo& m) {
                      HumanBytes(m.l3_bytes) + "; kernels " + m.cpu_target + ", stream loops " + m.stream_target +
                      "; librmsnorm " + m.library_version;
   if (m.load_average_1min >= 0) line += "; load average " + FormatFixed(m.load_average_1min, 2) + " at start";
+  const std::string cross_core = CrossCoreText(m.cross_core_ns, m.cross_core_ns);
+  if (!cross_core.empty()) line += "; " + cross_core + " at start";
   return line;
 }
 
@@ -178,6 +181,10 @@ void PrintReport(std::ostream& out, ReportFormat format, const MachineInfo& mach
       "ordinary: the fastest loop with ordinary stores.",
       "of stream: op GB/s / stream GB/s. vs LN: LayerNorm time / this op's time, same dtype, shape, "
       "direction and threads (> 1: faster than LayerNorm). fits: the smallest cache level holding the bytes.",
+      "cross-core round trip (the machine line, and the targets of multi-thread cases, measured around "
+      "their group): a cache line's trip between the pool's two threads and back. On a VM it tells where "
+      "the host put the vCPUs: near (tens of ns) makes the pool's fork and join cheap, far (hundreds) "
+      "can bring more memory bandwidth and costs cache-resident calls their second thread's gain.",
   };
   out << '\n';
   for (const char* note : notes) out << (md ? "- " : "") << note << '\n';

@@ -42,6 +42,12 @@ struct CaseResult {
   // measured or not comparable.
   double vs_layernorm = std::numeric_limits<double>::quiet_NaN();
 
+  // Multi-thread cases: CrossCoreRoundTripNs() right before and right after the case's group was
+  // sampled (cross_core.h); NaN for one thread. Two values far apart mean the host moved the vCPUs
+  // while the group ran.
+  double cross_core_ns_before = std::numeric_limits<double>::quiet_NaN();
+  double cross_core_ns_after = std::numeric_limits<double>::quiet_NaN();
+
   std::string error;  // the library's message when the case could not run; empty otherwise
   bool ok() const { return error.empty(); }
 };

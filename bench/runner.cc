@@ -1,11 +1,13 @@
 #include "runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <exception>
 #include <map>
 #include <memory>
 #include <tuple>
 
+#include "cross_core.h"
 #include "ops.h"
 #include "stream.h"
 #include "workspace.h"
@@ -120,7 +122,10 @@ void MeasureGroup(const Group& group, const std::vector<Case>& cases, const Samp
     }
   }
 
+  const bool pooled = group.threads > 1;
+  const double cross_core_before = pooled ? CrossCoreRoundTripNs() : std::nan("");
   const std::vector<TimeStats> stats = MeasureInTurn(contenders, policy);
+  const double cross_core_after = pooled ? CrossCoreRoundTripNs() : std::nan("");
   size_t best = 0, best_ordinary = 0;
   for (size_t s = 0; s < candidates.size(); ++s) {
     candidates[s].median_seconds = stats[first_stream + s].median;
@@ -142,6 +147,8 @@ void MeasureGroup(const Group& group, const std::vector<Case>& cases, const Samp
     r.stream_gbps = double(r.bytes) / stream.median * 1e-9;
     r.ordinary_stream_gbps = double(r.bytes) / candidates[best_ordinary].median_seconds * 1e-9;
     r.fraction_of_stream = stream.median / r.time.median;
+    r.cross_core_ns_before = cross_core_before;
+    r.cross_core_ns_after = cross_core_after;
   }
 }
 

@@ -1,5 +1,6 @@
 #include "targets.h"
 
+#include "cross_core.h"
 #include "format.h"
 #include "tensor.h"
 
@@ -15,6 +16,12 @@ const CaseResult* Find(const std::vector<CaseResult>& results, Op op, Direction 
       best = &r;
   }
   return best;
+}
+
+// Where the case ran on several threads: how far apart their cores were (cross_core.h).
+std::string CrossCoreSuffix(const CaseResult& r) {
+  const std::string text = CrossCoreText(r.cross_core_ns_before, r.cross_core_ns_after);
+  return text.empty() ? text : "; " + text;
 }
 
 // The case's fraction of its stream reference: the faster of the ordinary-store and the non-temporal
@@ -33,7 +40,8 @@ TargetOutcome FractionTarget(const std::vector<CaseResult>& results, const std::
   t.evaluated = true;
   t.measured = r->fraction_of_stream;
   t.detail = FormatGbps(r->gbps) + " of " + FormatGbps(r->stream_gbps) + " GB/s" +
-             (r->stream_stores == StreamStores::kNonTemporal ? " (non-temporal copy)" : " (ordinary-store copy)");
+             (r->stream_stores == StreamStores::kNonTemporal ? " (non-temporal copy)" : " (ordinary-store copy)") +
+             CrossCoreSuffix(*r);
   return t;
 }
 
@@ -49,7 +57,8 @@ TargetOutcome RatioTarget(const std::string& name, const CaseResult* numerator, 
   t.cases = CaseId(numerator->c) + " / " + CaseId(denominator->c);
   t.evaluated = true;
   t.measured = numerator->time.median / denominator->time.median;
-  t.detail = FormatSeconds(numerator->time.median) + " / " + FormatSeconds(denominator->time.median);
+  t.detail = FormatSeconds(numerator->time.median) + " / " + FormatSeconds(denominator->time.median) +
+             CrossCoreSuffix(*numerator);
   return t;
 }
 
