@@ -12,7 +12,9 @@
 namespace rmsnorm_bench {
 
 // Nanoseconds per round trip of a line between OpenMP threads 0 and 1 (the library's pool), the median
-// of a few batches; NaN when fewer than two threads can run. Takes a few milliseconds.
+// of a few batches; NaN when fewer than two threads can run. Takes a few milliseconds; where other work
+// holds the cores, it stops after 20 ms and reports the trips it timed, then hundreds of microseconds
+// each.
 double CrossCoreRoundTripNs();
 
 // "cross-core round trip 81 ns", or "81-352 ns" when the two measurements around a group differ by

@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <chrono>
 #include <cmath>
 
 #include "cross_core.h"
@@ -12,15 +13,20 @@ namespace rmsnorm_bench {
 namespace {
 
 TEST(CrossCore, RoundTripTakesPlace) {
+  const auto start = std::chrono::steady_clock::now();
   const double ns = CrossCoreRoundTripNs();
+  const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
   if (omp_get_num_procs() < 2) {
     EXPECT_TRUE(std::isnan(ns));
     return;
   }
-  // A line's two trips between cores take tens of nanoseconds at least and, with both threads
-  // spinning, well under a millisecond even on a loaded machine.
+  // A line's two trips between cores take tens of nanoseconds at least. With other work on the
+  // cores a trip can wait for a time slice (over a millisecond with two busy loops beside it on this
+  // project's 2-core VMs), so there is no upper bound on a trip; there is one on the probe, which
+  // stops at its budget of 20 ms plus the trip under way.
+  EXPECT_TRUE(std::isfinite(ns));
   EXPECT_GT(ns, 1.0);
-  EXPECT_LT(ns, 1e6);
+  EXPECT_LT(elapsed.count(), 1.0);
 }
 
 TEST(CrossCore, Text) {
