@@ -7,6 +7,7 @@
 
 #include "cross_core.h"
 #include "rmsnorm/rmsnorm.h"
+#include "runtime/cache_info.h"
 #include "stream.h"
 
 namespace rmsnorm_bench {
@@ -17,17 +18,6 @@ std::string ReadFirstLine(const std::string& path) {
   std::string line;
   std::getline(in, line);
   return line;
-}
-
-// "32K", "512K", "32768K", "1M" as sysfs writes cache sizes.
-int64_t ParseCacheSize(const std::string& text) {
-  if (text.empty()) return 0;
-  int64_t value = 0;
-  size_t i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') value = value * 10 + (text[i++] - '0');
-  if (i < text.size() && (text[i] == 'K' || text[i] == 'k')) value <<= 10;
-  if (i < text.size() && (text[i] == 'M' || text[i] == 'm')) value <<= 20;
-  return value;
 }
 
 std::string CpuModel() {
@@ -48,16 +38,10 @@ MachineInfo DetectMachine() {
   MachineInfo m;
   m.cpu_model = CpuModel();
   m.hardware_threads = omp_get_num_procs();
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    const std::string level = ReadFirstLine(dir + "level");
-    if (level.empty()) break;
-    const std::string type = ReadFirstLine(dir + "type");
-    const int64_t size = ParseCacheSize(ReadFirstLine(dir + "size"));
-    if (level == "1" && type == "Data") m.l1d_bytes = size;
-    if (level == "2") m.l2_bytes = size;
-    if (level == "3") m.l3_bytes = size;
-  }
+  const rmsnorm::runtime::CacheSizes caches = rmsnorm::runtime::ReadCacheSizes();  // as the kernels read them
+  m.l1d_bytes = caches.l1d;
+  m.l2_bytes = caches.l2;
+  m.l3_bytes = caches.l3;
   m.cpu_target = rmsnorm_cpu_target();
   m.stream_target = StreamTarget();
   m.library_version = rmsnorm_version();

@@ -28,18 +28,8 @@ std::string ReadLine(const std::string& path) {
 }
 
 int64_t ReadLastLevelCacheBytes() {
-  int best_level = 0;
-  int64_t best_size = 0;
-  for (int index = 0; index < 8; ++index) {
-    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
-    const int level = std::atoi(ReadLine(dir + "level").c_str());
-    const int64_t size = ParseSize(ReadLine(dir + "size"));
-    if (level > best_level && size > 0) {
-      best_level = level;
-      best_size = size;
-    }
-  }
-  if (best_size > 0) return best_size;
+  const int64_t sysfs = ReadCacheSizes().last_level;
+  if (sysfs > 0) return sysfs;
 #ifdef _SC_LEVEL3_CACHE_SIZE
   const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
   if (l3 > 0) return l3;
@@ -48,6 +38,24 @@ int64_t ReadLastLevelCacheBytes() {
 }
 
 }  // namespace
+
+CacheSizes ReadCacheSizes() {
+  CacheSizes sizes;
+  int last_level = 0;
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
+    const int level = std::atoi(ReadLine(dir + "level").c_str());
+    const int64_t size = ParseSize(ReadLine(dir + "size"));
+    if (level == 1 && ReadLine(dir + "type").rfind("Data", 0) == 0) sizes.l1d = size;
+    if (level == 2) sizes.l2 = size;
+    if (level == 3) sizes.l3 = size;
+    if (level > last_level && size > 0) {
+      last_level = level;
+      sizes.last_level = size;
+    }
+  }
+  return sizes;
+}
 
 int64_t LastLevelCacheBytes() {
   static const int64_t bytes = ReadLastLevelCacheBytes();

@@ -18,6 +18,14 @@ int64_t StreamingStoreBytes();
 // The last-level cache's size in bytes (Linux sysfs, else sysconf, else 32 MiB), read once.
 int64_t LastLevelCacheBytes();
 
+// CPU 0's caches as Linux sysfs reports them, in bytes per instance, 0 where it does not say: the L1
+// data cache, L2, L3, and the highest level found. Read on every call; rmsnorm-bench reports them.
+struct CacheSizes {
+  int64_t l1d = 0, l2 = 0, l3 = 0;
+  int64_t last_level = 0;
+};
+CacheSizes ReadCacheSizes();
+
 }  // namespace rmsnorm::runtime
 
 #endif  // RMSNORM_SRC_RUNTIME_CACHE_INFO_H_
