@@ -247,6 +247,46 @@ TEST(Kernels, EachRowAsIfAlone) {
   }
 }
 
+// Groups of short rows of plain RMSNorm and L2-Norm (RmsForwardKernel::RunGroup) sum rows made of whole
+// 64-column blocks without the padded last block (SumSquaresOfBlocks) and take the group's inverse roots
+// in double vectors (RmsInverseRoots): bit for bit each row alone, which does neither. 19 rows make two
+// full groups and a partial one (of 8, or of 16 in bf16). Row 10, all zeros with eps = 0, is rare: its
+// group goes to the generic loop, and the others still run grouped. Rows of whole blocks (64 to 256
+// columns, divisors a power of two or not) and of a partial one (96).
+TEST(Kernels, GroupedRowsAsIfAlone) {
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    for (Op op : {Op::kRmsNorm, Op::kL2Norm}) {
+      for (rmsnorm_dtype dtype : kDtypes) {
+        for (int64_t cols : {64, 96, 128, 192, 256}) {
+          for (bool weight : {true, false}) {
+            for (bool rare_row : {false, true}) {
+              Case c;
+              c.op = op;
+              c.dtype = dtype;
+              c.rows = 19;
+              c.cols = cols;
+              c.weight = weight;
+              c.eps = rare_row ? 0.0f : 1e-6f;
+              Inputs in = MakeInputs(c);
+              if (rare_row) for (int64_t i = 0; i < cols; ++i) in.x.set(10 * cols + i, 0.0);
+              SCOPED_TRACE(c.Name() + " on " + TargetName(target) + (rare_row ? " with a zero row" : ""));
+              const Outputs all = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+              Case one_row = c;
+              one_row.rows = 1;
+              for (int64_t row = 0; row < c.rows; ++row) {
+                const Outputs alone = RunForward(one_row, RowAlone(c, in, row), RMSNORM_BACKEND_AUTO);
+                ASSERT_TRUE(SameRowBytes(all.y, c.rows, row, alone.y));
+                ASSERT_EQ(alone.rstd[0], all.rstd[size_t(row)]) << "row " << row;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Bytes in memory between two inaccessible pages, placed against one of them: any access past the end
 // (or before the start) faults, whatever a sanitizer does or does not instrument (masked moves).
 class GuardedBytes {

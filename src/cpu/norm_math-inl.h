@@ -19,6 +19,7 @@
 
 #include "cpu/convert-inl.h"
 #include "cpu/loops-inl.h"
+#include "cpu/statistics.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -53,6 +54,43 @@ HWY_INLINE VF ScaleShift(DF d, VF v, const float* gain, const float* bias, size_
   if constexpr (kBias) return hn::Add(v, Load(d, bias + i, count));
   (void)gain, (void)bias, (void)i, (void)count;
   return v;
+}
+
+// ---- The inverse roots of a group of rows --------------------------------------------------------------
+//
+// RmsInverseRoot (statistics.h) of sums[0, count), each rounded to f32 into rstds, or false (rstds then
+// unspecified) where a row takes the double path. The same operations lane by lane in double vectors (a
+// quotient, a sum, a square root and a quotient, each rounded once), so the same bits as the scalar
+// rule: a group of short rows then waits on one chain of divides and roots rather than one per row.
+// sums and rstds hold kRows entries, a multiple of 8; the sums past count are overwritten.
+template <size_t kRows>
+HWY_INLINE bool RmsInverseRoots(const Problem& p, float* sums, size_t count, float* rstds) {
+  static_assert(kRows % 8 == 0, "whole vectors of up to 8 doubles");
+  HWY_DASSERT(count <= kRows);
+#if HWY_HAVE_FLOAT64
+  const hn::CappedTag<double, 8> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const size_t N = hn::Lanes(dd);
+  for (size_t r = count; r % N != 0; ++r) sums[r] = 0.0f;  // lanes past count: defined, then ignored
+  const auto divisor = hn::Set(dd, double(p.divisor));
+  const auto eps = hn::Set(dd, double(p.eps));
+  const auto min_statistic = hn::Set(dd, kMinF32Statistic);
+  for (size_t i = 0; i < count; i += N) {
+    const auto sum = hn::PromoteTo(dd, hn::LoadU(df, sums + i));
+    const auto ms_eps = hn::Add(hn::Div(sum, divisor), eps);  // DivideBy's bits, whatever the divisor
+    const auto rare = hn::Or(hn::Not(hn::IsFinite(sum)), hn::Lt(ms_eps, min_statistic));
+    if (!hn::AllFalse(dd, hn::And(rare, hn::FirstN(dd, count - i)))) return false;
+    hn::StoreU(hn::DemoteTo(df, hn::Div(hn::Set(dd, 1.0), hn::Sqrt(ms_eps))), df, rstds + i);
+  }
+  return true;
+#else
+  for (size_t r = 0; r < count; ++r) {
+    double rstd;
+    if (!RmsInverseRoot(p, double(sums[r]), &rstd)) return false;
+    rstds[r] = static_cast<float>(rstd);
+  }
+  return true;
+#endif
 }
 
 // ---- The largest magnitude over a range ------------------------------------------------------------

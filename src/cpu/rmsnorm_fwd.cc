@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "cpu/cpu.h"
@@ -132,27 +133,43 @@ class RmsForwardKernel {
   // k nor at a huge gain, so the per-row work is what is left. Returns false, having written nothing,
   // where the group has a rare row or the call needs more (the fused add, pRMSNorm, a huge gain): the
   // generic loop then runs the group.
+  // Three things keep a short row's fixed work small (the commit says by how much): rows of whole sum
+  // blocks (head dims of 64, 128, 256) skip the padded last block's set-up; the group's inverse roots
+  // are one chain of vector divides and roots (RmsInverseRoots); and where the hints ask for nothing
+  // (rows in cache, written forward) the output loop is given hints known at compile time, so it
+  // carries no per-vector tests.
   template <int64_t kRows>
   bool RunGroup(int64_t first, int64_t count) const {
     if (!plain_groups_) return false;
-    float sums[kRows];
-    for (int64_t r = 0; r < count; ++r) sums[r] = SumSquares(x_.Row(first + r), size_t(p_.cols), size_t(p_.cols));
-    float rstds[kRows];
-    bool usual = true;
-    for (int64_t r = 0; r < count; ++r) {
-      double rstd = 0.0;
-      usual &= RmsInverseRoot(p_, double(sums[r]), &rstd);
-      rstds[r] = static_cast<float>(rstd);
+    const size_t cols = size_t(p_.cols);
+    HWY_ALIGN float sums[kRows];
+    if (cols % kSumBlock == 0) {
+      for (int64_t r = 0; r < count; ++r) sums[r] = SumSquaresOfBlocks(x_.Row(first + r), cols);
+    } else {
+      for (int64_t r = 0; r < count; ++r) sums[r] = SumSquares(x_.Row(first + r), cols, cols);
     }
-    if (HWY_UNLIKELY(!usual)) return false;
-    if (rstd_) std::copy(rstds, rstds + count, rstd_ + first);
+    HWY_ALIGN float rstds[kRows];
+    if (HWY_UNLIKELY(!RmsInverseRoots<kRows>(p_, sums, size_t(count), rstds))) return false;
+    if (rstd_) {
+      if (count == kRows) {
+        std::memcpy(rstd_ + first, rstds, sizeof rstds);  // a fixed size inlines; a copy of count called memmove
+      } else {
+        std::copy(rstds, rstds + count, rstd_ + first);
+      }
+    }
     const OutputHints<T> hints = OutputHintsFor(first, 0);  // no next row: see RunRowGroupsPrefetching
     const DF d;
-    for (int64_t r = 0; r < count; ++r) {
-      const VF rstd = hn::Set(d, rstds[r]);
-      ForEachForwardOutput<kWeight, kBias>(d, x_.Row(first + r), y_.Row(first + r), size_t(p_.cols), 0, gain_,
-                                           bias_, pairs_, hints,
-                                           [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, rstd); });
+    const auto outputs = [&](const OutputHints<T>& h) RMSNORM_INLINE_LAMBDA {
+      for (int64_t r = 0; r < count; ++r) {
+        const VF rstd = hn::Set(d, rstds[r]);
+        ForEachForwardOutput<kWeight, kBias>(d, x_.Row(first + r), y_.Row(first + r), cols, 0, gain_, bias_, pairs_,
+                                             h, [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, rstd); });
+      }
+    };
+    if (!hints.stream && !hints.reversed && hints.prefetch_a == nullptr) {
+      outputs(OutputHints<T>{});
+    } else {
+      outputs(hints);
     }
     return true;
   }

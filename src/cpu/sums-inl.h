@@ -88,7 +88,7 @@ HWY_INLINE float FoldVectors(DF d, VF a0, VF a1, VF a2, VF a3) {
 // Each value body is inlined twice per vector of partials held, for whole blocks and for the last
 // one (not once per column of the fold): every inlined copy adds to the kernels' compile time, under
 // the sanitizers most.
-template <size_t Q, size_t K, class Value>
+template <size_t Q, size_t K, bool kTail, class Value>
 HWY_INLINE void CanonicalSumsQ(DF d, size_t n, const Value& value, float* sums) {
   constexpr size_t N = kSumPartials / Q;
   constexpr size_t kHeld = Q < 4 ? Q : 4;
@@ -120,7 +120,9 @@ HWY_INLINE void CanonicalSumsQ(DF d, size_t n, const Value& value, float* sums) 
     };
     size_t base = 0;
     for (; base + kSumBlock <= n; base += kSumBlock) block(base, std::true_type{});
-    if (base < n) block(base, std::false_type{});
+    if constexpr (kTail) {
+      if (base < n) block(base, std::false_type{});
+    }
 #if RMSNORM_FOLD_IN_REGISTERS
     if constexpr (Q <= 4) {  // every partial is held: one pass, folded where it is
       sums[0] = FoldVectors<Q>(d, a0, a1, a2, a3);
@@ -142,27 +144,29 @@ HWY_INLINE void CanonicalSumsQ(DF d, size_t n, const Value& value, float* sums) 
   for (size_t k = 0; k < K; ++k) sums[k] = FoldPartials(partials[k]);
 }
 
-// Sums in the canonical order (see above) for this target's width.
-template <size_t K, class Value>
+// Sums in the canonical order (see above) for this target's width. Without kTail, n must be a multiple
+// of kSumBlock: the padded last block and its set-up are left out.
+template <size_t K, bool kTail, class Value>
 HWY_INLINE void CanonicalSums(DF d, size_t n, const Value& value, float* sums) {
 #if HWY_HAVE_SCALABLE
   // SVE's width is known at run time only; DF caps it at 16 lanes.
   switch (hn::Lanes(d)) {
-    case 4: return CanonicalSumsQ<4, K>(d, n, value, sums);
-    case 8: return CanonicalSumsQ<2, K>(d, n, value, sums);
-    default: return CanonicalSumsQ<1, K>(d, n, value, sums);
+    case 4: return CanonicalSumsQ<4, K, kTail>(d, n, value, sums);
+    case 8: return CanonicalSumsQ<2, K, kTail>(d, n, value, sums);
+    default: return CanonicalSumsQ<1, K, kTail>(d, n, value, sums);
   }
 #else
   static_assert(kSumPartials % hn::MaxLanes(DF()) == 0, "the partials fill whole vectors");
-  CanonicalSumsQ<kSumPartials / hn::MaxLanes(DF()), K>(d, n, value, sums);
+  CanonicalSumsQ<kSumPartials / hn::MaxLanes(DF()), K, kTail>(d, n, value, sums);
 #endif
 }
 
-// The sum of value(i, count, v) over [0, n), in the canonical order.
-template <class Value>
+// The sum of value(i, count, v) over [0, n), in the canonical order; without kTail, n is a multiple of
+// kSumBlock (see CanonicalSums).
+template <bool kTail = true, class Value>
 HWY_INLINE float Sum(DF d, size_t n, const Value& value) {
   float sum;
-  CanonicalSums<1>(
+  CanonicalSums<1, kTail>(
       d, n, [&](size_t i, size_t count, VF& a, VF&) RMSNORM_INLINE_LAMBDA { value(i, count, a); }, &sum);
   return sum;
 }
@@ -171,7 +175,7 @@ HWY_INLINE float Sum(DF d, size_t n, const Value& value) {
 template <class Value>
 HWY_INLINE void Sum2(DF d, size_t n, const Value& value, float* sum_a, float* sum_b) {
   float sums[2];
-  CanonicalSums<2>(d, n, value, sums);
+  CanonicalSums<2, true>(d, n, value, sums);
   *sum_a = sums[0];
   *sum_b = sums[1];
 }
@@ -190,6 +194,18 @@ HWY_INLINE float SumSquares(const T* x, size_t n, size_t available) {
     } else {
       v = Load(d, x + i, count);
     }
+    square = hn::Mul(v, v);
+  });
+}
+
+// SumSquares of a range of whole blocks, n a multiple of kSumBlock (head_dim-sized rows): the same
+// operations without the padded last block, whose set-up was a fair part of a short row's sum.
+template <class T>
+HWY_INLINE float SumSquaresOfBlocks(const T* x, size_t n) {
+  HWY_DASSERT(n % kSumBlock == 0);
+  const DF d;
+  return Sum<false>(d, n, [&](size_t i, size_t, VF& square) RMSNORM_INLINE_LAMBDA {
+    const VF v = LoadFull(d, x + i);
     square = hn::Mul(v, v);
   });
 }
