@@ -163,6 +163,7 @@ struct OutputHints {
   const T* prefetch_a = nullptr;  // indexed like the output; null for none
   const T* prefetch_b = nullptr;
   size_t prefetched = 0;  // columns whose prefetches an earlier pass issued (see HintsFor)
+  bool into_l1 = false;   // the prefetches' lines go to L1 as well (RowPlan::prefetch_into_l1)
   bool reversed = false;  // last vector first: see ForEachVectorReversed
 };
 
@@ -193,6 +194,7 @@ HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t r
     if (row + rows_ahead < plan.rows) {
       hints.prefetch_a = a.Row(row + rows_ahead) + c0;
       hints.prefetch_b = b ? b->Row(row + rows_ahead) + c0 : nullptr;
+      hints.into_l1 = plan.prefetch_into_l1;
     }
   }
   hints.reversed = plan.num_chunks == 1 && plan.prefetch_rows_ahead == 0 && !hints.stream &&
@@ -200,35 +202,36 @@ HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t r
   return hints;
 }
 
-// Where the next rows' prefetches bring their lines: into L1 as well (prefetcht0) on the AVX-512
-// targets, which measured faster than into L2 only (prefetcht1) on the Zen 5 (48 KiB L1d), most for
-// 16-bit rows (the commit says by how much); prefetcht1 elsewhere, the hint measured on the Zen 3 (32
-// KiB L1d), where prefetcht0 was not.
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-constexpr int kNextRowLocality = 3;
-#else
-constexpr int kNextRowLocality = 2;
-#endif
+// A prefetch for reading of the line at p, into L1 as well as L2 or into L2 only (see
+// RowPlan::prefetch_into_l1).
+HWY_INLINE void PrefetchLine(const void* p, bool into_l1) {
+  if (into_l1) {
+    __builtin_prefetch(p, 0, 3);
+  } else {
+    __builtin_prefetch(p, 0, 2);
+  }
+}
 
 // The hinted prefetches for a pass at column i: one per cache line (the lines are read on a later row).
 template <class T>
 HWY_INLINE void PrefetchNextRow(const OutputHints<T>& hints, size_t i) {
   constexpr size_t kLineElements = 64 / sizeof(T);
   if (hints.prefetch_a && i >= hints.prefetched && i % kLineElements == 0) {
-    __builtin_prefetch(hints.prefetch_a + i, 0, kNextRowLocality);
-    if (hints.prefetch_b) __builtin_prefetch(hints.prefetch_b + i, 0, kNextRowLocality);
+    PrefetchLine(hints.prefetch_a + i, hints.into_l1);
+    if (hints.prefetch_b) PrefetchLine(hints.prefetch_b + i, hints.into_l1);
   }
 }
 
 // Prefetches rows [first, first + count) of the inputs `a` and `b` (or null), `cols` elements each:
-// rows further down, ahead of their group (see RowPlan::group_prefetch_rows_ahead).
+// rows further down, ahead of their group (see RowPlan::group_prefetch_rows_ahead), into L1 as well
+// where into_l1 (RowPlan::prefetch_into_l1).
 template <class T>
-HWY_INLINE void PrefetchInputRows(int64_t first, int64_t count, int64_t cols, const RowTensor<const T>& a,
-                                  const RowTensor<const T>* b = nullptr) {
+HWY_INLINE void PrefetchInputRows(int64_t first, int64_t count, int64_t cols, bool into_l1,
+                                  const RowTensor<const T>& a, const RowTensor<const T>* b = nullptr) {
   const auto lines = [&](const T* row) RMSNORM_INLINE_LAMBDA {
     const uintptr_t end = reinterpret_cast<uintptr_t>(row + cols);
     for (uintptr_t line = reinterpret_cast<uintptr_t>(row) & ~uintptr_t{63}; line < end; line += 64)
-      __builtin_prefetch(reinterpret_cast<const void*>(line), 0, kNextRowLocality);
+      PrefetchLine(reinterpret_cast<const void*>(line), into_l1);
   };
   for (int64_t row = first; row < first + count; ++row) {
     lines(a.Row(row));

@@ -175,7 +175,7 @@ class RmsForwardKernel {
   }
 
   void PrefetchRows(int64_t first, int64_t count) const {
-    PrefetchInputRows(first, count, p_.cols, x_, kAdd ? &residual_ : nullptr);
+    PrefetchInputRows(first, count, p_.cols, plan_.prefetch_into_l1, x_, kAdd ? &residual_ : nullptr);
   }
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {

@@ -62,6 +62,19 @@ int64_t LastLevelCacheBytes() {
   return bytes;
 }
 
+int64_t L1DataCacheBytes() {
+  static const int64_t bytes = [] {
+    const int64_t sysfs = ReadCacheSizes().l1d;
+    if (sysfs > 0) return sysfs;
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+    const long l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
+    if (l1d > 0) return int64_t(l1d);
+#endif
+    return int64_t{32} << 10;
+  }();
+  return bytes;
+}
+
 int64_t StreamingStoreBytes() {
   static const int64_t bytes = [] {
     if (const char* env = std::getenv("RMSNORM_STREAM_BYTES")) return int64_t(std::strtoll(env, nullptr, 10));

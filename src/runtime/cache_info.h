@@ -18,6 +18,9 @@ int64_t StreamingStoreBytes();
 // The last-level cache's size in bytes (Linux sysfs, else sysconf, else 32 MiB), read once.
 int64_t LastLevelCacheBytes();
 
+// CPU 0's L1 data cache in bytes (Linux sysfs, else sysconf, else 32 KiB), read once.
+int64_t L1DataCacheBytes();
+
 // CPU 0's caches as Linux sysfs reports them, in bytes per instance, 0 where it does not say: the L1
 // data cache, L2, L3, and the highest level found. Read on every call; rmsnorm-bench reports them.
 struct CacheSizes {
