@@ -1,4 +1,5 @@
-// The cache sizes rmsnorm-bench reports, read by the library's own sysfs parser (runtime/cache_info.cc).
+// The cache sizes rmsnorm-bench reports and the kernels plan with, read by the library's own sysfs parser
+// (runtime/cache_info.cc).
 #include <unistd.h>
 
 #include "gtest/gtest.h"
@@ -19,6 +20,8 @@ TEST(CacheSizes, ReadFromSysfsInOrder) {
   const int64_t highest = caches.l3 > 0 ? caches.l3 : caches.l2 > 0 ? caches.l2 : caches.l1d;
   EXPECT_EQ(caches.last_level, highest);
   EXPECT_EQ(rmsnorm::runtime::LastLevelCacheBytes(), caches.last_level);
+  // The L1d size that decides where the kernels' next-row prefetches go (RowPlan::prefetch_into_l1).
+  EXPECT_EQ(rmsnorm::runtime::L1DataCacheBytes(), caches.l1d);
 }
 
 }  // namespace
