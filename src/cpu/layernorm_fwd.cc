@@ -134,7 +134,9 @@ class LayerNormForwardKernel {
     return true;
   }
 
-  void PrefetchRows(int64_t first, int64_t count) const { PrefetchInputRows(first, count, p_.cols, plan_.prefetch_into_l1, x_); }
+  void PrefetchRows(int64_t first, int64_t count) const {
+    PrefetchInputRows(first, count, p_.cols, plan_.prefetch_into_l1, x_);
+  }
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float*, float*) const {
     const T* in = x_.Row(row) + c0;

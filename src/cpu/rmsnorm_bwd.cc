@@ -145,7 +145,9 @@ class RmsBackwardKernel {
     ResumParamGradColumns(p_, dy_, x_, stats, kDweight ? dweight : nullptr, kDbias ? dbias : nullptr);
   }
 
-  void PrefetchRows(int64_t first, int64_t count) const { PrefetchInputRows(first, count, p_.cols, plan_.prefetch_into_l1, dy_, &x_); }
+  void PrefetchRows(int64_t first, int64_t count) const {
+    PrefetchInputRows(first, count, p_.cols, plan_.prefetch_into_l1, dy_, &x_);
+  }
 
   void Output(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw, float* db) const {
     if (s.rare) return RareOutput(row, c0, c1, s, dw, db);
