@@ -27,15 +27,29 @@ std::string ReadLine(const std::string& path) {
   return ok ? buffer : "";
 }
 
-int64_t ReadLastLevelCacheBytes() {
-  const int64_t sysfs = ReadCacheSizes().last_level;
+// The sysfs figure where there is one, else sysconf's (sysconf_name < 0: none), else the default.
+int64_t SizeOrFallback(int64_t sysfs, int sysconf_name, int64_t default_bytes) {
   if (sysfs > 0) return sysfs;
-#ifdef _SC_LEVEL3_CACHE_SIZE
-  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (l3 > 0) return l3;
-#endif
-  return int64_t{32} << 20;
+  const long reported = sysconf_name >= 0 ? sysconf(sysconf_name) : -1;
+  return reported > 0 ? int64_t(reported) : default_bytes;
 }
+
+// sysfs is scanned once per process for the sizes the kernels plan with.
+const CacheSizes& CachedSizes() {
+  static const CacheSizes sizes = ReadCacheSizes();
+  return sizes;
+}
+
+#ifdef _SC_LEVEL3_CACHE_SIZE
+constexpr int kSysconfLevel3 = _SC_LEVEL3_CACHE_SIZE;
+#else
+constexpr int kSysconfLevel3 = -1;
+#endif
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+constexpr int kSysconfLevel1Data = _SC_LEVEL1_DCACHE_SIZE;
+#else
+constexpr int kSysconfLevel1Data = -1;
+#endif
 
 }  // namespace
 
@@ -58,20 +72,12 @@ CacheSizes ReadCacheSizes() {
 }
 
 int64_t LastLevelCacheBytes() {
-  static const int64_t bytes = ReadLastLevelCacheBytes();
+  static const int64_t bytes = SizeOrFallback(CachedSizes().last_level, kSysconfLevel3, int64_t{32} << 20);
   return bytes;
 }
 
 int64_t L1DataCacheBytes() {
-  static const int64_t bytes = [] {
-    const int64_t sysfs = ReadCacheSizes().l1d;
-    if (sysfs > 0) return sysfs;
-#ifdef _SC_LEVEL1_DCACHE_SIZE
-    const long l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
-    if (l1d > 0) return int64_t(l1d);
-#endif
-    return int64_t{32} << 10;
-  }();
+  static const int64_t bytes = SizeOrFallback(CachedSizes().l1d, kSysconfLevel1Data, int64_t{32} << 10);
   return bytes;
 }
 
