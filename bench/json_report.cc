@@ -146,6 +146,7 @@ void WriteJson(std::ostream& out, const MachineInfo& m, const RunInfo& run, cons
           .Raw("stream_candidates", CandidatesJson(r.stream_candidates))
           .Num("stream_gbps", r.stream_gbps)
           .Num("fraction_of_stream", r.fraction_of_stream)
+          .Num("row_phased_fraction_of_stream", r.row_phased_fraction)
           .Num("speedup_vs_layernorm", r.vs_layernorm)
           .Num("cross_core_round_trip_ns_before", r.cross_core_ns_before)
           .Num("cross_core_round_trip_ns_after", r.cross_core_ns_after);

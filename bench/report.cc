@@ -40,18 +40,19 @@ std::vector<const CaseResult*> DisplayOrder(const std::vector<CaseResult>& resul
 Table ResultsTable(const std::vector<const CaseResult*>& rows) {
   Table t;
   t.header = {"op", "dir", "dtype", "shape", "thr", "fits", "time", "±", "GB/s", "stream GB/s", "ordinary",
-              "of stream", "vs LN"};
-  t.right_aligned = {false, false, false, false, true, false, true, true, true, true, true, true, true};
+              "of stream", "phased", "vs LN"};
+  t.right_aligned = {false, false, false, false, true, false, true, true, true, true, true, true, true, true};
   for (const CaseResult* r : rows) {
     std::vector<std::string> row = {OpLabel(r->c.op),          DirectionName(r->c.direction), DtypeName(r->c.dtype),
                                     ShapeName(r->c.shape),     std::to_string(r->c.threads), r->residency};
     if (!r->ok()) {
-      row.insert(row.end(), {"failed", "", "", "", "", "", ""});
+      row.insert(row.end(), {"failed", "", "", "", "", "", "", ""});
     } else {
       const double vs = r->vs_layernorm;
       row.insert(row.end(), {FormatSeconds(r->time.median), FormatPercent(r->time.relative_spread()),
                              FormatGbps(r->gbps), StreamColumn(*r), FormatGbps(r->ordinary_stream_gbps),
                              FormatFixed(r->fraction_of_stream, 2),
+                             std::isnan(r->row_phased_fraction) ? "-" : FormatFixed(r->row_phased_fraction, 2),
                              std::isnan(vs) ? "-" : FormatFixed(vs, 2) + "x"});
     }
     t.rows.push_back(row);
@@ -179,6 +180,10 @@ void PrintReport(std::ostream& out, ReportFormat format, const MachineInfo& mach
       "sampled in turn with the op; nt: the non-temporal loop was the faster, as it is for data streaming "
       "from memory; (1t): the calling thread alone was faster, as it is for work the library keeps inline. "
       "ordinary: the fastest loop with ordinary stores.",
+      "phased: the same bytes copied a row at a time in the two passes of a norm (read the row, then write "
+      "it with non-temporal stores, the next rows prefetched meanwhile), as a fraction of stream; for rows "
+      "streaming from memory. What a kernel that must read each row before writing it can reach: the "
+      "distance from stream to it is the structure's, from it to the op the kernel's own.",
       "of stream: op GB/s / stream GB/s. vs LN: LayerNorm time / this op's time, same dtype, shape, "
       "direction and threads (> 1: faster than LayerNorm). fits: the smallest cache level holding the bytes.",
       "cross-core round trip (the machine line, and the targets of multi-thread cases, measured around "

@@ -37,6 +37,10 @@ struct CaseResult {
     double median_seconds;
   };
   std::vector<StreamCandidate> stream_candidates;  // every variant measured, the chosen one included
+  // The row-phased copy (RunRowPhasedStream, stream.h) over the same buffers, sampled in turn with the
+  // others: the stream time over its time, what a kernel that reads each row before writing it can
+  // reach. Measured for forwards and backwards streaming from memory (DRAM); NaN elsewhere.
+  double row_phased_fraction = std::numeric_limits<double>::quiet_NaN();
 
   // LayerNorm's median time over this one's, same dtype, shape, direction and threads; NaN if not
   // measured or not comparable.

@@ -145,11 +145,13 @@ void AddScaleRange(const T* a, const T* b, T* p, T* q, size_t n, float s) {
   std::memcpy(p + i, out_p, (n - i) * sizeof(T));
 }
 
+// The loops' s. Inputs are never written, so any s keeps repeated runs finite; 0.5 also avoids
+// subnormals.
+constexpr float kScalar = 0.5f;
+
 // Elements [begin, end) of one loop (kScaleThenTriad is run as its two halves by the caller).
 template <bool kNT, class T>
 void RangeOf(StreamLoop loop, size_t begin, size_t end, const StreamOperands& o) {
-  // Inputs are never written, so any s keeps repeated runs finite; 0.5 also avoids subnormals.
-  constexpr float kScalar = 0.5f;
   const T* a = static_cast<const T*>(o.a) + begin;
   const T* b = static_cast<const T*>(o.b) + begin;
   T* p = static_cast<T*>(o.p) + begin;
@@ -187,6 +189,99 @@ void StreamRange(int loop, int dtype, int stores, size_t begin, size_t end, cons
   hwy::FlushStream();  // non-temporal stores are weakly ordered: done before the range counts as written
 }
 
+// ---- RunRowPhasedStream ----
+
+// How far ahead the row-phased loops prefetch, counted over every input: the library's
+// kPrefetchAheadBytes (src/cpu/row_plan.h). Columns between two bursts of those prefetches: a few
+// dozen lines.
+constexpr size_t kRowPhasedAheadBytes = size_t{16} << 10;
+constexpr size_t kRowPhasedPieceBytes = 1024;
+
+// Pass one: reads a row's whole vectors of a (and b, or null) with four sums in flight, and keeps
+// their total, so the loads cannot be dropped. The last columns (less than a vector) are read by the
+// second pass only.
+template <class T>
+void ReadRow(const T* a, const T* b, size_t cols) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  VF s0 = hn::Zero(d), s1 = s0, s2 = s0, s3 = s0;
+  size_t i = 0;
+  for (; i + 4 * N <= cols; i += 4 * N) {
+    s0 = hn::Add(s0, LoadF32(d, a + i));
+    s1 = hn::Add(s1, LoadF32(d, a + i + N));
+    s2 = hn::Add(s2, LoadF32(d, a + i + 2 * N));
+    s3 = hn::Add(s3, LoadF32(d, a + i + 3 * N));
+    if (b) {
+      s0 = hn::Add(s0, LoadF32(d, b + i));
+      s1 = hn::Add(s1, LoadF32(d, b + i + N));
+      s2 = hn::Add(s2, LoadF32(d, b + i + 2 * N));
+      s3 = hn::Add(s3, LoadF32(d, b + i + 3 * N));
+    }
+  }
+  for (; i + N <= cols; i += N) {
+    s0 = hn::Add(s0, LoadF32(d, a + i));
+    if (b) s0 = hn::Add(s0, LoadF32(d, b + i));
+  }
+  volatile float kept = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+  (void)kept;
+}
+
+// Prefetches the lines of [p, p + n) into L2.
+template <class T>
+void PrefetchIntoL2(const T* p, size_t n) {
+  const uintptr_t end = reinterpret_cast<uintptr_t>(p + n);
+  for (uintptr_t line = reinterpret_cast<uintptr_t>(p) & ~uintptr_t{63}; line < end; line += 64)
+    __builtin_prefetch(reinterpret_cast<const void*>(line), 0, 2);
+}
+
+// Rows [first, last) of kScale (p = s·a) or kTriad (p = a + s·b): each row read, then written.
+template <class T>
+void RowPhasedRows(StreamLoop loop, size_t first, size_t last, size_t cols, const StreamOperands& o) {
+  const bool triad = loop == StreamLoop::kTriad;
+  const T* a = static_cast<const T*>(o.a);
+  const T* b = triad ? static_cast<const T*>(o.b) : nullptr;
+  T* p = static_cast<T*>(o.p);
+  const size_t inputs = triad ? 2 : 1;
+  const size_t rows_ahead = HWY_MAX(size_t{1}, kRowPhasedAheadBytes / (cols * sizeof(T) * inputs));
+  const size_t piece = HWY_MAX(size_t{1}, kRowPhasedPieceBytes / sizeof(T));
+  for (size_t row = first; row < last; ++row) {
+    const T* row_a = a + row * cols;
+    const T* row_b = triad ? b + row * cols : nullptr;
+    T* row_p = p + row * cols;
+    ReadRow(row_a, row_b, cols);
+    // A row off a vector boundary (cols * sizeof(T) not a multiple of 64) is written with ordinary
+    // stores, as RangeOf does.
+    const bool stream = reinterpret_cast<uintptr_t>(row_p) % 64 == 0;
+    const size_t ahead = row + rows_ahead;
+    for (size_t c = 0; c < cols; c += piece) {
+      const size_t n = HWY_MIN(piece, cols - c);
+      if (ahead < last) {
+        PrefetchIntoL2(a + ahead * cols + c, n);
+        if (triad) PrefetchIntoL2(b + ahead * cols + c, n);
+      }
+      if (triad) {
+        stream ? TriadRange<true>(row_a + c, row_b + c, row_p + c, n, kScalar)
+               : TriadRange<false>(row_a + c, row_b + c, row_p + c, n, kScalar);
+      } else {
+        stream ? ScaleRange<true>(row_a + c, row_p + c, n, kScalar)
+               : ScaleRange<false>(row_a + c, row_p + c, n, kScalar);
+      }
+    }
+  }
+}
+
+void RowPhasedRange(int loop, int dtype, size_t first, size_t last, size_t cols, const StreamOperands& operands) {
+  switch (static_cast<rmsnorm_dtype>(dtype)) {
+#define RMSNORM_DTYPE(Id, code, name, Storage, KernelStorage, ...)                         \
+  case code:                                                                                 \
+    RowPhasedRows<KernelStorage>(static_cast<StreamLoop>(loop), first, last, cols, operands); \
+    break;
+#include "registry/dtypes.inc"
+#undef RMSNORM_DTYPE
+  }
+  hwy::FlushStream();  // as StreamRange
+}
+
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace rmsnorm_bench::HWY_NAMESPACE
@@ -195,6 +290,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rmsnorm_bench {
 HWY_EXPORT(StreamRange);
+HWY_EXPORT(RowPhasedRange);
 HWY_EXPORT(TargetName);
 
 namespace {
@@ -255,6 +351,18 @@ void RunStream(StreamLoop loop, StreamStores stores, rmsnorm_dtype dtype, size_t
   backward.b = operands.a;
   backward.p = operands.p;
   RunOne(StreamLoop::kTriad, stores, dtype, n, threads, backward);
+}
+
+void RunRowPhasedStream(StreamLoop loop, rmsnorm_dtype dtype, size_t rows, size_t cols, int threads,
+                        const StreamOperands& operands) {
+  static const bool resolved = (HWY_DYNAMIC_DISPATCH(RowPhasedRange)(0, 0, 0, 0, 1, StreamOperands{}), true);
+  (void)resolved;
+  if (threads <= 1) return HWY_DYNAMIC_DISPATCH(RowPhasedRange)(int(loop), int(dtype), 0, rows, cols, operands);
+#pragma omp parallel num_threads(threads)
+  {
+    const size_t t = size_t(omp_get_thread_num()), team = size_t(omp_get_num_threads());
+    HWY_DYNAMIC_DISPATCH(RowPhasedRange)(int(loop), int(dtype), rows * t / team, rows * (t + 1) / team, cols, operands);
+  }
 }
 
 const char* StreamStoresName(StreamStores stores) {

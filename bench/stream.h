@@ -43,6 +43,16 @@ struct StreamOperands {
 void RunStream(StreamLoop loop, StreamStores stores, rmsnorm_dtype dtype, size_t n, int threads,
                const StreamOperands& operands);
 
+// The norms' two passes without their arithmetic, for kScale and kTriad over (rows, cols) operands:
+// each row's inputs are read (summed, so the loads stay), then its output is written with
+// non-temporal stores while the inputs of a row further down are prefetched into L2, as the library's
+// kernels do for rows streaming from memory (src/cpu/row_plan.h). Not a candidate for the limit: it
+// shows what a kernel that must read a row before writing it can reach, so the distance between a
+// kernel and the limit splits into what its structure costs and what its arithmetic does. Threads
+// as for RunStream, with contiguous ranges of rows.
+void RunRowPhasedStream(StreamLoop loop, rmsnorm_dtype dtype, size_t rows, size_t cols, int threads,
+                        const StreamOperands& operands);
+
 // The Highway target the loops dispatch to (compare with rmsnorm_cpu_target()).
 const char* StreamTarget();
 

@@ -133,5 +133,40 @@ TEST(StreamLoops, WriteExactlyTheirRange) {
   }
 }
 
+// The row-phased loops write what the stream loops write, row after row: rows of any length (ending
+// anywhere in a vector, a 1 KiB piece, or off the streaming stores' alignment), one row or many, on
+// one thread and on a team whose ranges of rows end anywhere.
+TEST(RowPhasedStream, WritesEveryRowOnceWithTheLoopsValue) {
+  const struct {
+    size_t rows, cols;
+  } shapes[] = {{1, 1}, {1, 4096}, {3, 17}, {5, 64}, {7, 300}, {4, 1024}, {9, 1037}, {2, 4096 + 13}};
+  for (StreamLoop loop : {StreamLoop::kScale, StreamLoop::kTriad}) {
+    for (const rmsnorm::registry::DtypeInfo& info : rmsnorm::registry::kDtypes) {
+      const rmsnorm_dtype dtype = info.code;
+      for (const auto& shape : shapes) {
+        for (int threads : {1, 2, 3}) {
+          SCOPED_TRACE(std::string(StreamLoopName(loop)) + ", " + info.name + ", " + std::to_string(shape.rows) +
+                       "x" + std::to_string(shape.cols) + ", threads " + std::to_string(threads));
+          const size_t n = shape.rows * shape.cols;
+          Padded a(dtype, n), b(dtype, n), p(dtype, n);
+          for (size_t i = 0; i < n; ++i) {
+            a.set(i, InputA(i));
+            b.set(i, InputB(i));
+          }
+          StreamOperands operands;
+          operands.a = a.data();
+          operands.b = b.data();
+          operands.p = p.data();
+          RunRowPhasedStream(loop, dtype, shape.rows, shape.cols, threads, operands);
+          for (size_t i = 0; i < n; ++i)
+            ASSERT_EQ(p.get(i), Rounded(dtype, Reference(loop, InputA(i), InputB(i)).p)) << "p[" << i << "]";
+          EXPECT_TRUE(p.PadsIntact());
+          EXPECT_TRUE(a.PadsIntact() && b.PadsIntact());
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rmsnorm_bench

@@ -1,5 +1,7 @@
 #include "targets.h"
 
+#include <cmath>
+
 #include "cross_core.h"
 #include "format.h"
 #include "tensor.h"
@@ -41,6 +43,8 @@ TargetOutcome FractionTarget(const std::vector<CaseResult>& results, const std::
   t.measured = r->fraction_of_stream;
   t.detail = FormatGbps(r->gbps) + " of " + FormatGbps(r->stream_gbps) + " GB/s" +
              (r->stream_stores == StreamStores::kNonTemporal ? " (non-temporal copy)" : " (ordinary-store copy)") +
+             (std::isnan(r->row_phased_fraction) ? ""
+                                                 : "; row-phased copy " + FormatFixed(r->row_phased_fraction, 2)) +
              CrossCoreSuffix(*r);
   return t;
 }
