@@ -89,6 +89,22 @@ float Rounded(rmsnorm_dtype dtype, float v) {
   return r;
 }
 
+// A loop's operands over n elements: a and b hold InputA and InputB, p and q only sentinels.
+struct Operands {
+  Operands(rmsnorm_dtype dtype, size_t n) : a(dtype, n), b(dtype, n), p(dtype, n), q(dtype, n) {
+    for (size_t i = 0; i < n; ++i) {
+      a.set(i, InputA(i));
+      b.set(i, InputB(i));
+    }
+    view.a = a.data();
+    view.b = b.data();
+    view.p = p.data();
+    view.q = q.data();
+  }
+  Padded a, b, p, q;
+  StreamOperands view;
+};
+
 bool WritesQ(StreamLoop loop) { return loop == StreamLoop::kAddScale || loop == StreamLoop::kScaleThenTriad; }
 
 TEST(StreamLoops, WriteExactlyTheirRange) {
@@ -105,17 +121,9 @@ TEST(StreamLoops, WriteExactlyTheirRange) {
           for (int threads : {1, 2}) {
             SCOPED_TRACE(std::string(StreamLoopName(loop)) + ", " + StreamStoresName(stores) + " stores, " +
                          info.name + ", n " + std::to_string(n) + ", threads " + std::to_string(threads));
-            Padded a(dtype, n), b(dtype, n), p(dtype, n), q(dtype, n);
-            for (size_t i = 0; i < n; ++i) {
-              a.set(i, InputA(i));
-              b.set(i, InputB(i));
-            }
-            StreamOperands operands;
-            operands.a = a.data();
-            operands.b = b.data();
-            operands.p = p.data();
-            operands.q = q.data();
-            RunStream(loop, stores, dtype, n, threads, operands);
+            Operands o(dtype, n);
+            Padded &a = o.a, &b = o.b, &p = o.p, &q = o.q;
+            RunStream(loop, stores, dtype, n, threads, o.view);
             for (size_t i = 0; i < n; ++i) {
               const Expected e = Reference(loop, InputA(i), InputB(i));
               ASSERT_EQ(p.get(i), Rounded(dtype, e.p)) << "p[" << i << "]";
@@ -148,20 +156,13 @@ TEST(RowPhasedStream, WritesEveryRowOnceWithTheLoopsValue) {
           SCOPED_TRACE(std::string(StreamLoopName(loop)) + ", " + info.name + ", " + std::to_string(shape.rows) +
                        "x" + std::to_string(shape.cols) + ", threads " + std::to_string(threads));
           const size_t n = shape.rows * shape.cols;
-          Padded a(dtype, n), b(dtype, n), p(dtype, n);
-          for (size_t i = 0; i < n; ++i) {
-            a.set(i, InputA(i));
-            b.set(i, InputB(i));
-          }
-          StreamOperands operands;
-          operands.a = a.data();
-          operands.b = b.data();
-          operands.p = p.data();
-          RunRowPhasedStream(loop, dtype, shape.rows, shape.cols, threads, operands);
+          Operands o(dtype, n);
+          RunRowPhasedStream(loop, dtype, shape.rows, shape.cols, threads, o.view);
           for (size_t i = 0; i < n; ++i)
-            ASSERT_EQ(p.get(i), Rounded(dtype, Reference(loop, InputA(i), InputB(i)).p)) << "p[" << i << "]";
-          EXPECT_TRUE(p.PadsIntact());
-          EXPECT_TRUE(a.PadsIntact() && b.PadsIntact());
+            ASSERT_EQ(o.p.get(i), Rounded(dtype, Reference(loop, InputA(i), InputB(i)).p)) << "p[" << i << "]";
+          EXPECT_TRUE(o.p.PadsIntact());
+          for (size_t i = 0; i < n; ++i) ASSERT_EQ(o.q.get(i), kSentinel) << "q[" << i << "] written";
+          EXPECT_TRUE(o.a.PadsIntact() && o.b.PadsIntact());
         }
       }
     }
