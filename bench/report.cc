@@ -15,6 +15,7 @@ namespace {
 std::string StreamColumn(const CaseResult& r) {
   std::string s = FormatGbps(r.stream_gbps);
   if (r.stream_stores == StreamStores::kNonTemporal) s += " nt";
+  if (r.stream_stores == StreamStores::kRowPhased) s += " ph";
   if (r.stream_threads != r.c.threads) s += " (" + std::to_string(r.stream_threads) + "t)";
   return s;
 }
@@ -178,12 +179,13 @@ void PrintReport(std::ostream& out, ReportFormat format, const MachineInfo& mach
       "stream GB/s: the fastest of vectorized loops moving the same bytes over the same buffers (scale "
       "y=s*x, triad dx=dy+s*x, add+scale, or scale then triad) with ordinary and with non-temporal stores, "
       "sampled in turn with the op; nt: the non-temporal loop was the faster, as it is for data streaming "
-      "from memory; (1t): the calling thread alone was faster, as it is for work the library keeps inline. "
-      "ordinary: the fastest loop with ordinary stores.",
+      "from memory; ph: the row-phased copy (below) was the faster; (1t): the calling thread alone was "
+      "faster, as it is for work the library keeps inline. ordinary: the fastest loop with ordinary stores.",
       "phased: the same bytes copied a row at a time in the two passes of a norm (read the row, then write "
-      "it with non-temporal stores, the next rows prefetched meanwhile), as a fraction of stream; for rows "
-      "streaming from memory. What a kernel that must read each row before writing it can reach: the "
-      "distance from stream to it is the structure's, from it to the op the kernel's own.",
+      "it with non-temporal stores, the next rows prefetched meanwhile), as a fraction of stream (1.00 where "
+      "it is the stream reference); for rows streaming from memory. What a kernel that must read each row "
+      "before writing it can reach: the distance from stream to it is the structure's, from it to the op "
+      "the kernel's own.",
       "of stream: op GB/s / stream GB/s. vs LN: LayerNorm time / this op's time, same dtype, shape, "
       "direction and threads (> 1: faster than LayerNorm). fits: the smallest cache level holding the bytes.",
       "cross-core round trip (the machine line, and the targets of multi-thread cases, measured around "

@@ -121,13 +121,13 @@ void MeasureGroup(const Group& group, const std::vector<Case>& cases, const Samp
       contenders.push_back([=] { RunStream(group.loop, stores, group.dtype, n, t, operands); });
     }
   }
-
   // The row-phased copy, where the case's rows stream from memory and the loop is one it has.
   const bool phased_loop = group.loop == StreamLoop::kScale || group.loop == StreamLoop::kTriad;
   const bool from_memory = !group.members.empty() && results[group.members.front()].residency == "DRAM";
-  const size_t phased = contenders.size();
+  size_t phased = candidates.size();  // its index among the candidates, or their count for none
   if (phased_loop && from_memory && group.shape.rows > 1) {
     const size_t rows = size_t(group.shape.rows), cols = size_t(group.shape.cols);
+    candidates.push_back({group.threads, StreamStores::kRowPhased, 0.0});
     contenders.push_back([=] { RunRowPhasedStream(group.loop, group.dtype, rows, cols, group.threads, operands); });
   }
 
@@ -156,7 +156,7 @@ void MeasureGroup(const Group& group, const std::vector<Case>& cases, const Samp
     r.stream_gbps = double(r.bytes) / stream.median * 1e-9;
     r.ordinary_stream_gbps = double(r.bytes) / candidates[best_ordinary].median_seconds * 1e-9;
     r.fraction_of_stream = stream.median / r.time.median;
-    if (phased < contenders.size()) r.row_phased_fraction = stream.median / stats[phased].median;
+    if (phased < candidates.size()) r.row_phased_fraction = stream.median / candidates[phased].median_seconds;
     r.cross_core_ns_before = cross_core_before;
     r.cross_core_ns_after = cross_core_after;
   }

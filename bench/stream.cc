@@ -366,7 +366,12 @@ void RunRowPhasedStream(StreamLoop loop, rmsnorm_dtype dtype, size_t rows, size_
 }
 
 const char* StreamStoresName(StreamStores stores) {
-  return stores == StreamStores::kNonTemporal ? "non-temporal" : "ordinary";
+  switch (stores) {
+    case StreamStores::kOrdinary: return "ordinary";
+    case StreamStores::kNonTemporal: return "non-temporal";
+    case StreamStores::kRowPhased: return "row-phased non-temporal";
+  }
+  return "?";
 }
 
 const char* StreamTarget() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }

@@ -20,8 +20,9 @@ enum class StreamLoop {
 // How the loops write: ordinary stores, or non-temporal ones that send each line to memory without
 // reading it first (what the library's kernels do for outputs beyond the last-level cache). For data
 // that streams from memory the non-temporal loop is the faster, the honest limit; for data that stays
-// in cache the ordinary one is. A case is compared with the faster of the two.
-enum class StreamStores { kOrdinary, kNonTemporal };
+// in cache the ordinary one is. kRowPhased names RunRowPhasedStream's copy (non-temporal stores, a
+// row at a time; RunStream does not take it). A case is compared with the fastest of them.
+enum class StreamStores { kOrdinary, kNonTemporal, kRowPhased };
 
 int StreamTensors(StreamLoop loop);
 const char* StreamStoresName(StreamStores stores);
@@ -46,10 +47,11 @@ void RunStream(StreamLoop loop, StreamStores stores, rmsnorm_dtype dtype, size_t
 // The norms' two passes without their arithmetic, for kScale and kTriad over (rows, cols) operands:
 // each row's inputs are read (summed, so the loads stay), then its output is written with
 // non-temporal stores while the inputs of a row further down are prefetched into L2, as the library's
-// kernels do for rows streaming from memory (src/cpu/row_plan.h). Not a candidate for the limit: it
-// shows what a kernel that must read a row before writing it can reach, so the distance between a
-// kernel and the limit splits into what its structure costs and what its arithmetic does. Threads
-// as for RunStream, with contiguous ranges of rows.
+// kernels do for rows streaming from memory (src/cpu/row_plan.h). A candidate for the limit like the
+// others (on some machines, some of the time, it is the fastest copy), and reported on its own: what
+// a kernel that must read a row before writing it can reach, so the distance between a kernel and the
+// limit splits into what its structure costs and what its own work does. Threads as for RunStream,
+// with contiguous ranges of rows.
 void RunRowPhasedStream(StreamLoop loop, rmsnorm_dtype dtype, size_t rows, size_t cols, int threads,
                         const StreamOperands& operands);
 

@@ -26,8 +26,9 @@ std::string CrossCoreSuffix(const CaseResult& r) {
   return text.empty() ? text : "; " + text;
 }
 
-// The case's fraction of its stream reference: the faster of the ordinary-store and the non-temporal
-// copy of the same bytes (for a cache-resident shape, the ordinary one: a copy that stays in cache).
+// The case's fraction of its stream reference: the fastest of the ordinary-store, the non-temporal
+// and (rows from memory) the row-phased copy of the same bytes (for a cache-resident shape, the
+// ordinary one: a copy that stays in cache).
 TargetOutcome FractionTarget(const std::vector<CaseResult>& results, const std::string& name, Op op,
                              Direction direction, rmsnorm_dtype dtype, Shape shape, double threshold) {
   TargetOutcome t;
@@ -42,7 +43,8 @@ TargetOutcome FractionTarget(const std::vector<CaseResult>& results, const std::
   t.evaluated = true;
   t.measured = r->fraction_of_stream;
   t.detail = FormatGbps(r->gbps) + " of " + FormatGbps(r->stream_gbps) + " GB/s" +
-             (r->stream_stores == StreamStores::kNonTemporal ? " (non-temporal copy)" : " (ordinary-store copy)") +
+             " (" + StreamStoresName(r->stream_stores) + (r->stream_stores == StreamStores::kOrdinary ? "-store" : "") +
+             " copy)" +
              (std::isnan(r->row_phased_fraction) ? ""
                                                  : "; row-phased copy " + FormatFixed(r->row_phased_fraction, 2)) +
              CrossCoreSuffix(*r);
