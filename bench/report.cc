@@ -179,7 +179,7 @@ void PrintReport(std::ostream& out, ReportFormat format, const MachineInfo& mach
       "stream GB/s: the fastest of vectorized loops moving the same bytes over the same buffers (scale "
       "y=s*x, triad dx=dy+s*x, add+scale, or scale then triad) with ordinary and with non-temporal stores, "
       "sampled in turn with the op; nt: the non-temporal loop was the faster, as it is for data streaming "
-      "from memory; ph: the row-phased copy (below) was the faster; (1t): the calling thread alone was "
+      "from memory; ph: the row-phased copy (below) was the fastest; (1t): the calling thread alone was "
       "faster, as it is for work the library keeps inline. ordinary: the fastest loop with ordinary stores.",
       "phased: the same bytes copied a row at a time in the two passes of a norm (read the row, then write "
       "it with non-temporal stores, the next rows prefetched meanwhile), as a fraction of stream (1.00 where "

@@ -192,8 +192,8 @@ void StreamRange(int loop, int dtype, int stores, size_t begin, size_t end, cons
 // ---- RunRowPhasedStream ----
 
 // How far ahead the row-phased loops prefetch, counted over every input: the library's
-// kPrefetchAheadBytes (src/cpu/row_plan.h). Columns between two bursts of those prefetches: a few
-// dozen lines.
+// kPrefetchAheadBytes (src/cpu/row_plan.h). Bytes of a row between two bursts of those prefetches:
+// 16 lines.
 constexpr size_t kRowPhasedAheadBytes = size_t{16} << 10;
 constexpr size_t kRowPhasedPieceBytes = 1024;
 
