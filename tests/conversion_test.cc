@@ -104,6 +104,18 @@ bool RoundTripZippedBf16(const uint16_t* in, uint16_t* out, size_t n) {
 #endif
 }
 
+// f32 values rounded to bf16 by the kernels' output loop (ForEachOutput), written in the order and
+// the way the hints say: where it has one (SSE4 and AVX2, and AVX3 where the CPU rounds), the path
+// that rounds two vectors together.
+void StoreBf16Output(const float* in, uint16_t* out, size_t n, bool stream, bool reversed) {
+  const DF d;
+  OutputHints<hwy::bfloat16_t> hints;
+  hints.stream = stream;
+  hints.reversed = reversed;
+  ForEachOutput(d, reinterpret_cast<hwy::bfloat16_t*>(out), n, hints,
+                [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { return Load(d, in + i, count); });
+}
+
 size_t F32Lanes() { return hn::Lanes(DF()); }
 
 void StoreBf16(const float* in, uint16_t* out, size_t n) { StoreAs<hwy::bfloat16_t>(in, out, n); }
@@ -135,6 +147,7 @@ HWY_EXPORT(StoreBf16Pairs);
 HWY_EXPORT(LoadBf16Pairs);
 HWY_EXPORT(StoreZippedBf16);
 HWY_EXPORT(RoundTripZippedBf16);
+HWY_EXPORT(StoreBf16Output);
 HWY_EXPORT(F32Lanes);
 }  // namespace rmsnorm::cpu
 
@@ -352,6 +365,37 @@ TEST(Conversion, Bf16ZippedRoundsAsTheVectorPath) {
 #if HWY_ARCH_X86
   EXPECT_GT(tested, 0) << "no target with the zipped path";
 #endif
+}
+
+// The output loop writes exactly what the per-vector path writes, NaNs and subnormals included, on
+// every target and whichever way the hints ask: streamed from a misaligned start (a head of per-vector
+// stores), last block first, and with a partial last vector.
+TEST(Conversion, Bf16OutputLoopRoundsAsTheVectorPath) {
+  const std::vector<float> in = Samples(true);
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    std::vector<uint16_t> per_vector(in.size());
+    HWY_DYNAMIC_DISPATCH(cpu::StoreBf16)(in.data(), per_vector.data(), in.size());
+    for (const bool stream : {false, true}) {
+      for (const bool reversed : {false, true}) {
+        if (stream && reversed) continue;  // HintsFor never asks for both
+        for (const size_t skip : {size_t{0}, size_t{3}}) {
+          const size_t n = in.size() - skip - 5;  // a partial last vector
+          std::vector<uint16_t> buffer(n + 64, 0xABCD);
+          // An output 64-byte aligned, then moved by `skip` columns.
+          const size_t first = (64 - reinterpret_cast<uintptr_t>(buffer.data()) % 64) % 64 / sizeof(uint16_t) + skip;
+          uint16_t* out = buffer.data() + first;
+          HWY_DYNAMIC_DISPATCH(cpu::StoreBf16Output)(in.data() + skip, out, n, stream, reversed);
+          for (size_t j = 0; j < n; ++j)
+            ASSERT_EQ(per_vector[skip + j], out[j]) << TargetName(target) << " stream " << stream << " reversed "
+                                                    << reversed << " skip " << skip << " at " << j;
+          for (size_t j = 0; j < buffer.size(); ++j) {
+            if (j < first || j >= first + n) ASSERT_EQ(0xABCD, buffer[j]) << "written outside the output at " << j;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(Conversion, F16StoreRoundsToNearestEven) { CheckStore(false); }

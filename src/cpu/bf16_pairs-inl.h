@@ -15,9 +15,9 @@
 // an operand NaN quieted (bit 22) or the default NaN. bf16 inputs widen with a zero low half and the
 // statistics are finite (other rows go to the double path), so the one condition is a finite gain and
 // bias, checked once per call. Calls without the copy (one row, a non-finite gain or bias, few rows
-// whose copy would leave the cache) take the zipped path below on SSE4 and AVX2, the per-vector path
-// elsewhere; the last < 2N columns of a row take the per-vector path. The bits written are the same
-// on every path.
+// whose copy would leave the cache) take the zipped path below on SSE4 and AVX2, ForEachOutput's
+// two-vector rounding where the CPU rounds bf16 (loops-inl.h), the per-vector path elsewhere; the last
+// < 2N columns of a row take the per-vector path. The bits written are the same on every path.
 
 // Per-target include guard, the Highway way.
 #if defined(RMSNORM_SRC_CPU_BF16_PAIRS_INL_H_) == defined(HWY_TARGET_TOGGLE)

@@ -252,11 +252,12 @@ HWY_INLINE size_t UnalignedHead(DF d, const T* out, size_t n, size_t unit_bytes,
   return head;
 }
 
-#if RMSNORM_HAVE_BF16_ZIP
-// ForEachOutput for bf16 on SSE4 and AVX2, where rounding is the bulk of a vector's work: whole blocks of
-// 2N columns are rounded and stored together (Bf16BitsTwo); a streamed row's unaligned head and the
-// last < 2N columns take `step`, ForEachOutput's per-vector one. The order of the blocks follows the
-// hints as in ForEachOutput; each column's value is the same either way.
+#if RMSNORM_HAVE_BF16_ZIP || RMSNORM_HAVE_NATIVE_BF16
+// ForEachOutput for bf16 on SSE4 and AVX2, where rounding is the bulk of a vector's work, and on AVX3
+// where the CPU rounds (NativeBf16Rounding): whole blocks of 2N columns are rounded and stored together
+// (Bf16BitsTwo, Bf16BitsTwoNative); a streamed row's unaligned head and the last < 2N columns take
+// `step`, ForEachOutput's per-vector one. The order of the blocks follows the hints as in
+// ForEachOutput; each column's value is the same either way.
 template <class Body, class Step>
 HWY_INLINE void ForEachBf16Output(DF d, hwy::bfloat16_t* out, size_t n, const OutputHints<hwy::bfloat16_t>& hints,
                                   const Body& body, const Step& step) {
@@ -270,7 +271,11 @@ HWY_INLINE void ForEachBf16Output(DF d, hwy::bfloat16_t* out, size_t n, const Ou
     PrefetchNextRow(hints, i + N);
     const VF first = body(i, N);
     const VF second = body(i + N, N);
+#if RMSNORM_HAVE_BF16_ZIP
     const auto bits = Bf16BitsTwo(d, first, second);
+#else
+    const auto bits = Bf16BitsTwoNative(first, second);
+#endif
     auto* p = reinterpret_cast<uint16_t*>(out + i);
     if (hints.stream) {
       hn::Stream(bits, du16, p);
@@ -305,6 +310,10 @@ HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hint
   };
 #if RMSNORM_HAVE_BF16_ZIP
   if constexpr (std::is_same_v<T, hwy::bfloat16_t>) return ForEachBf16Output(d, out, n, hints, body, step);
+#elif RMSNORM_HAVE_NATIVE_BF16
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    if (NativeBf16Rounding()) return ForEachBf16Output(d, out, n, hints, body, step);
+  }
 #endif
   if (hints.reversed) {
     return ForEachVectorReversed(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
