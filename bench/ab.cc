@@ -1,0 +1,172 @@
+// rmsnorm-ab: two builds of the library side by side in one process, for a change's speed-up.
+//
+//   rmsnorm-ab LIB_A LIB_B OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS]]]
+//     OP: fwd | bwd | layernorm_fwd | layernorm_bwd; DTYPE: f32 | bf16 | f16
+//
+// Each library is loaded with dlopen (RTLD_LOCAL | RTLD_DEEPBIND, so each binds its own symbols) and
+// called on the same inputs, writing the same output buffers: two output buffers measured a few percent
+// apart whichever library wrote them (docs/benchmarks.md, session 22). Every round takes each
+// library's best of CALLS calls, the two in turn and in alternating order; the report is the median of
+// the rounds' time ratios A / B (above 1: B is faster), and whether the two wrote the same bytes.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rmsnorm/rmsnorm.h"
+#include "tensor.h"
+
+namespace {
+
+struct Library {
+  decltype(&rmsnorm_config_init) config_init;
+  decltype(&rmsnorm_forward) forward;
+  decltype(&rmsnorm_backward) backward;
+  decltype(&rmsnorm_layernorm_forward) layernorm_forward;
+  decltype(&rmsnorm_layernorm_backward) layernorm_backward;
+  decltype(&rmsnorm_set_num_threads) set_num_threads;
+  decltype(&rmsnorm_last_error) last_error;
+};
+
+template <class F>
+void Find(void* handle, const char* path, const char* name, F* fn) {
+  *fn = reinterpret_cast<F>(dlsym(handle, name));
+  if (*fn == nullptr) {
+    std::fprintf(stderr, "rmsnorm-ab: %s has no %s\n", path, name);
+    std::exit(1);
+  }
+}
+
+Library Load(const char* path) {
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+  if (handle == nullptr) {
+    std::fprintf(stderr, "rmsnorm-ab: %s\n", dlerror());
+    std::exit(1);
+  }
+  Library lib;
+  Find(handle, path, "rmsnorm_config_init", &lib.config_init);
+  Find(handle, path, "rmsnorm_forward", &lib.forward);
+  Find(handle, path, "rmsnorm_backward", &lib.backward);
+  Find(handle, path, "rmsnorm_layernorm_forward", &lib.layernorm_forward);
+  Find(handle, path, "rmsnorm_layernorm_backward", &lib.layernorm_backward);
+  Find(handle, path, "rmsnorm_set_num_threads", &lib.set_num_threads);
+  Find(handle, path, "rmsnorm_last_error", &lib.last_error);
+  return lib;
+}
+
+int Usage() {
+  std::fprintf(stderr,
+               "usage: rmsnorm-ab LIB_A LIB_B OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS]]]\n"
+               "  OP: fwd | bwd | layernorm_fwd | layernorm_bwd; DTYPE: f32 | bf16 | f16\n");
+  return 2;
+}
+
+double Median(std::vector<double> v, double quantile = 0.5) {
+  std::sort(v.begin(), v.end());
+  return v[size_t(quantile * double(v.size() - 1) + 0.5)];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using rmsnorm_bench::Tensor;
+  if (argc < 6 || argc > 9) return Usage();
+  const std::string op = argv[3], dtype_name = argv[4];
+  if (op != "fwd" && op != "bwd" && op != "layernorm_fwd" && op != "layernorm_bwd") return Usage();
+  rmsnorm_dtype dtype;
+  if (dtype_name == "f32") {
+    dtype = RMSNORM_F32;
+  } else if (dtype_name == "bf16") {
+    dtype = RMSNORM_BF16;
+  } else if (dtype_name == "f16") {
+    dtype = RMSNORM_F16;
+  } else {
+    return Usage();
+  }
+  long long rows = 0, cols = 0;
+  if (std::sscanf(argv[5], "%lldx%lld", &rows, &cols) != 2 || rows < 1 || cols < 1) return Usage();
+  const int threads = argc > 6 ? std::atoi(argv[6]) : 2;
+  const int rounds = argc > 7 ? std::atoi(argv[7]) : 30;
+  const int calls = argc > 8 ? std::atoi(argv[8]) : 5;
+  if (threads < 1 || rounds < 1 || calls < 1) return Usage();
+
+  Library libs[2] = {Load(argv[1]), Load(argv[2])};
+  for (Library& lib : libs) lib.set_num_threads(threads);
+  const size_t n = size_t(rows) * size_t(cols);
+  Tensor x(dtype, n), dy(dtype, n), out(dtype, n);
+  x.FillRandom(1);
+  dy.FillRandom(2);
+  Tensor weight(RMSNORM_F32, size_t(cols)), bias(RMSNORM_F32, size_t(cols));
+  weight.FillRandom(3);
+  bias.FillRandom(4);
+  const size_t row_count = static_cast<size_t>(rows), col_count = static_cast<size_t>(cols);
+  std::vector<float> mean(row_count), rstd(row_count), dweight(col_count), dbias(col_count);
+  const auto* w = static_cast<const float*>(weight.data());
+  const auto* b = static_cast<const float*>(bias.data());
+
+  rmsnorm_config config = libs[0].config_init(rows, cols);
+  config.dtype = dtype;
+  // The backwards take the statistics their forward saved (A's; both libraries compute the same bits).
+  const bool layernorm = op.rfind("layernorm", 0) == 0;
+  const rmsnorm_status saved = layernorm
+                                   ? libs[0].layernorm_forward(&config, x.data(), w, b, out.data(), mean.data(), rstd.data())
+                                   : libs[0].forward(&config, x.data(), w, nullptr, out.data(), rstd.data());
+  if (saved != RMSNORM_OK) {
+    std::fprintf(stderr, "rmsnorm-ab: %s\n", libs[0].last_error());
+    return 1;
+  }
+  const auto call = [&](Library& lib) {
+    rmsnorm_status status;
+    if (op == "fwd") {
+      status = lib.forward(&config, x.data(), w, nullptr, out.data(), rstd.data());
+    } else if (op == "bwd") {
+      status = lib.backward(&config, dy.data(), x.data(), w, rstd.data(), out.data(), dweight.data(), nullptr);
+    } else if (op == "layernorm_fwd") {
+      status = lib.layernorm_forward(&config, x.data(), w, b, out.data(), mean.data(), rstd.data());
+    } else {
+      status = lib.layernorm_backward(&config, dy.data(), x.data(), w, mean.data(), rstd.data(), out.data(),
+                                      dweight.data(), dbias.data());
+    }
+    if (status != RMSNORM_OK) {
+      std::fprintf(stderr, "rmsnorm-ab: %s\n", lib.last_error());
+      std::exit(1);
+    }
+  };
+
+  // Whether B writes A's bytes: the main output, and for the backwards dweight too.
+  call(libs[0]);
+  const std::vector<char> out_a(static_cast<const char*>(out.data()), static_cast<const char*>(out.data()) + out.bytes());
+  const std::vector<float> dweight_a = dweight;
+  call(libs[1]);
+  const bool same = std::memcmp(out_a.data(), out.data(), out.bytes()) == 0 &&
+                    std::memcmp(dweight_a.data(), dweight.data(), dweight.size() * sizeof(float)) == 0;
+
+  std::vector<double> time[2], ratio;
+  for (int round = 0; round < rounds; ++round) {
+    double best[2];
+    for (int turn = 0; turn < 2; ++turn) {
+      const int which = round % 2 == 0 ? turn : 1 - turn;
+      best[which] = 1e300;
+      for (int i = 0; i < calls; ++i) {
+        const auto start = std::chrono::steady_clock::now();
+        call(libs[which]);
+        const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
+        best[which] = std::min(best[which], took.count());
+      }
+    }
+    time[0].push_back(best[0]);
+    time[1].push_back(best[1]);
+    ratio.push_back(best[0] / best[1]);
+  }
+  std::printf("%s %s %lldx%lld, %d thread%s: A %.2f us, B %.2f us (medians of each round's best of %d); "
+              "A / B %.3f (quartiles %.3f-%.3f, %d rounds); outputs %s\n",
+              op.c_str(), dtype_name.c_str(), rows, cols, threads, threads == 1 ? "" : "s", Median(time[0]),
+              Median(time[1]), calls, Median(ratio), Median(ratio, 0.25), Median(ratio, 0.75), rounds,
+              same ? "the same bytes" : "DIFFER");
+  return 0;
+}
