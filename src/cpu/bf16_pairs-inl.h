@@ -61,15 +61,14 @@ HWY_INLINE void LoadBf16Pair(DF d, const hwy::bfloat16_t* p, VF* even, VF* odd) 
 HWY_INLINE hn::Vec<DU16Full> Bf16PairBits(VF even, VF odd, bool native) {
   const DU16Full du16;
 #if RMSNORM_HAVE_NATIVE_BF16
-  // VCVTNE2PS2BF16 (see Bf16BitsNative): even's encodings in the lower half, odd's in the upper, then
-  // one permute interleaves them.
-  if (native && HWY_LIKELY((SubnormalLanes(even) | SubnormalLanes(odd)) == 0)) {
-    __m512i halves;
-    asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(odd.raw), "v"(even.raw));
+  // Even's encodings in the lower half, odd's in the upper (Bf16HalvesNative), then one permute
+  // interleaves them.
+  if (native && HWY_LIKELY(NativeRoundsBoth(even, odd))) {
     alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
                                                             21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26,
                                                             11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
-    return hn::Vec<DU16Full>{_mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), halves)};
+    return hn::Vec<DU16Full>{
+        _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), Bf16HalvesNative(even, odd).raw)};
   }
 #else
   (void)native;

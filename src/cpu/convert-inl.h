@@ -115,18 +115,24 @@ HWY_INLINE hn::Vec<DU16> Bf16Bits(DF /* d */, VF v) {
 using DU16Full = hn::Repartition<uint16_t, DF>;  // 2N lanes: one full vector of bf16
 
 #if RMSNORM_HAVE_NATIVE_BF16
-// Two f32 vectors holding 2N consecutive columns, rounded as Bf16BitsNative by one VCVTNE2PS2BF16,
-// which puts first's encodings in the lower half and second's in the upper: column order, one
-// instruction and one 64-byte store for the two, which made the backwards' dx faster in cache and from
-// memory (the commit says by how much). Only where NativeBf16Rounding(); two vectors holding a
-// subnormal lane take the software rounding.
+// VCVTNE2PS2BF16 (see Bf16BitsNative): low's encodings in the lower half, high's in the upper. Whether
+// the instruction may round the two: neither holds a subnormal lane, which it would flush.
+HWY_INLINE bool NativeRoundsBoth(VF low, VF high) { return (SubnormalLanes(low) | SubnormalLanes(high)) == 0; }
+HWY_INLINE hn::Vec<DU16Full> Bf16HalvesNative(VF low, VF high) {
+  __m512i halves;
+  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(halves) : "v"(high.raw), "v"(low.raw));
+  return hn::Vec<DU16Full>{halves};
+}
+
+// Two f32 vectors holding 2N consecutive columns, rounded as Bf16BitsNative: Bf16HalvesNative's order
+// is column order, so one instruction and one 64-byte store serve the two, which made the backwards'
+// dx faster in cache and from memory (the commit says by how much). Only where NativeBf16Rounding();
+// two vectors holding a subnormal lane take the software rounding.
 HWY_INLINE hn::Vec<DU16Full> Bf16BitsTwoNative(VF first, VF second) {
-  if (HWY_UNLIKELY((SubnormalLanes(first) | SubnormalLanes(second)) != 0)) {
+  if (HWY_UNLIKELY(!NativeRoundsBoth(first, second))) {
     return hn::Combine(DU16Full(), Bf16BitsSoftware(second), Bf16BitsSoftware(first));
   }
-  __m512i bits;
-  asm("vcvtne2ps2bf16 %2, %1, %0" : "=v"(bits) : "v"(second.raw), "v"(first.raw));
-  return hn::Vec<DU16Full>{bits};
+  return Bf16HalvesNative(first, second);
 }
 #endif
 
