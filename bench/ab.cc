@@ -11,7 +11,6 @@
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +19,7 @@
 
 #include "rmsnorm/rmsnorm.h"
 #include "tensor.h"
+#include "timing.h"
 
 namespace {
 
@@ -66,14 +66,11 @@ int Usage() {
   return 2;
 }
 
-double Median(std::vector<double> v, double quantile = 0.5) {
-  std::sort(v.begin(), v.end());
-  return v[size_t(quantile * double(v.size() - 1) + 0.5)];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
+  using rmsnorm_bench::NowSeconds;
+  using rmsnorm_bench::Summarize;
   using rmsnorm_bench::Tensor;
   if (argc < 6 || argc > 9) return Usage();
   const std::string op = argv[3], dtype_name = argv[4];
@@ -97,14 +94,14 @@ int main(int argc, char** argv) {
 
   Library libs[2] = {Load(argv[1]), Load(argv[2])};
   for (Library& lib : libs) lib.set_num_threads(threads);
-  const size_t n = size_t(rows) * size_t(cols);
+  const size_t row_count = static_cast<size_t>(rows), col_count = static_cast<size_t>(cols);
+  const size_t n = row_count * col_count;
   Tensor x(dtype, n), dy(dtype, n), out(dtype, n);
   x.FillRandom(1);
   dy.FillRandom(2);
-  Tensor weight(RMSNORM_F32, size_t(cols)), bias(RMSNORM_F32, size_t(cols));
+  Tensor weight(RMSNORM_F32, col_count), bias(RMSNORM_F32, col_count);
   weight.FillRandom(3);
   bias.FillRandom(4);
-  const size_t row_count = static_cast<size_t>(rows), col_count = static_cast<size_t>(cols);
   std::vector<float> mean(row_count), rstd(row_count), dweight(col_count), dbias(col_count);
   const auto* w = static_cast<const float*>(weight.data());
   const auto* b = static_cast<const float*>(bias.data());
@@ -153,20 +150,20 @@ int main(int argc, char** argv) {
       const int which = round % 2 == 0 ? turn : 1 - turn;
       best[which] = 1e300;
       for (int i = 0; i < calls; ++i) {
-        const auto start = std::chrono::steady_clock::now();
+        const double start = NowSeconds();
         call(libs[which]);
-        const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
-        best[which] = std::min(best[which], took.count());
+        best[which] = std::min(best[which], (NowSeconds() - start) * 1e6);
       }
     }
     time[0].push_back(best[0]);
     time[1].push_back(best[1]);
     ratio.push_back(best[0] / best[1]);
   }
+  const auto a_stats = Summarize(time[0], calls), b_stats = Summarize(time[1], calls);
+  const auto ratio_stats = Summarize(ratio, calls);
   std::printf("%s %s %lldx%lld, %d thread%s: A %.2f us, B %.2f us (medians of each round's best of %d); "
               "A / B %.3f (quartiles %.3f-%.3f, %d rounds); outputs %s\n",
-              op.c_str(), dtype_name.c_str(), rows, cols, threads, threads == 1 ? "" : "s", Median(time[0]),
-              Median(time[1]), calls, Median(ratio), Median(ratio, 0.25), Median(ratio, 0.75), rounds,
-              same ? "the same bytes" : "DIFFER");
+              op.c_str(), dtype_name.c_str(), rows, cols, threads, threads == 1 ? "" : "s", a_stats.median, b_stats.median,
+              calls, ratio_stats.median, ratio_stats.p25, ratio_stats.p75, rounds, same ? "the same bytes" : "DIFFER");
   return 0;
 }
