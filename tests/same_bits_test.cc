@@ -287,5 +287,68 @@ TEST(SameBits, AnyGainAndBiasAlignment) {
   }
 }
 
+// Rows streaming from memory run two at a time in the backwards (RunRowPairs in
+// src/cpu/row_groups-inl.h). On every target, each row's dx must be the bytes of that row's own one-row
+// call, and dweight and dbias within the reference's tolerance: rows whose outputs share a cache-line
+// offset (4096 columns, written in one pass) or not (4001, written one after the other), pRMSNorm's
+// correction below k, saved and recomputed statistics, a pair with one row on the double path (a saved
+// rstd of 0; a row whose squares pass f32's range), and blocks of 8 rows that leave the last row of the
+// call alone. Under RMSNORM_STREAM_BYTES=0 the outputs stream.
+TEST(SameBits, BackwardRowPairsAsOneRowPerCall) {
+  struct OpCase {
+    Op op;
+    float partial;
+  };
+  for (int64_t target : AvailableTargets()) {
+    ScopedTarget scoped(target);
+    for (rmsnorm_dtype dtype : AllDtypes()) {
+      for (OpCase op : {OpCase{Op::kRmsNorm, 1.0f}, OpCase{Op::kRmsNorm, 0.3f}, OpCase{Op::kLayerNorm, 1.0f}}) {
+        for (int64_t cols : {4096, 4001}) {
+          for (bool saved : {true, false}) {
+            Case c;
+            c.op = op.op, c.dtype = dtype, c.rows = 51, c.cols = cols, c.partial = op.partial;  // 3 tensors > 1 MiB
+            SCOPED_TRACE(c.Name() + (saved ? ", saved statistics" : ", statistics recomputed") + " on " +
+                         TargetName(target));
+            Inputs in = PortableInputs(c);
+            constexpr int64_t kRareRow = 6;  // paired with row 7
+            if (!saved && dtype != RMSNORM_F16) {
+              for (int64_t j = 0; j < cols; ++j) in.x.set(kRareRow * cols + j, 1e25 * in.x.get(kRareRow * cols + j));
+            }
+            Outputs stats = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+            stats.rstd[kRareRow] = 0.0f;  // recomputed in double
+            const Outputs* saved_stats = saved ? &stats : nullptr;
+            const Outputs got = RunBackward(c, in, saved_stats, RMSNORM_BACKEND_AUTO);
+            const Outputs ref = RunBackward(c, in, saved_stats, RMSNORM_BACKEND_REFERENCE);
+            const Tolerances tolerances = BackwardTolerances(c, in, RunForward(c, in, RMSNORM_BACKEND_REFERENCE));
+            EXPECT_EQ("", Compare("dweight", Values(got.dweight), Values(ref.dweight), tolerances.dweight));
+            if (c.op == Op::kLayerNorm) {
+              EXPECT_EQ("", Compare("dbias", Values(got.dbias), Values(ref.dbias), tolerances.dbias));
+            }
+            Case one = c;
+            one.rows = 1;
+            const size_t row_bytes = got.dx.bytes() / size_t(c.rows);
+            for (int64_t r = 0; r < c.rows; ++r) {
+              Inputs row_in;
+              row_in.x = RowTensor(dtype, 1, cols);
+              row_in.dy = RowTensor(dtype, 1, cols);
+              row_in.weight = in.weight;
+              for (int64_t j = 0; j < cols; ++j) {
+                row_in.x.set(j, in.x.get(r * cols + j));
+                row_in.dy.set(j, in.dy.get(r * cols + j));
+              }
+              Outputs row_stats;
+              row_stats.rstd = {stats.rstd[size_t(r)]};
+              if (!stats.mean.empty()) row_stats.mean = {stats.mean[size_t(r)]};
+              const Outputs want = RunBackward(one, row_in, saved ? &row_stats : nullptr, RMSNORM_BACKEND_AUTO);
+              ASSERT_EQ(0, std::memcmp(static_cast<const uint8_t*>(got.dx.data()) + size_t(r) * row_bytes,
+                                       want.dx.data(), row_bytes))
+                  << "dx of row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
 }  // namespace
 }  // namespace rmsnorm::test

@@ -169,11 +169,11 @@ struct OutputHints {
 
 // The hints for writing columns [c0, ...) of `row`: stream when the plan says so and the output is not
 // also an input (in place, the line was just read into cache, where ordinary stores are cheapest), and
-// prefetch the same columns of a row further down (RowPlan::prefetch_rows_ahead, at most
-// `max_rows_ahead`) of the inputs `a` and `b` (or null). Most kernels issue those prefetches from the
-// output pass: their only other pass reads the row from L2, and prefetches issued there measured
-// slower (RMSNorm's forward, 8192x4096 f32 on the Zen 5: 0.71 of the copy against 0.91). LayerNorm's
-// forward issues them from a pass that reads L1 only (see its Reduce).
+// prefetch the same columns of a row further down (RowPlan::prefetch_rows_ahead, at least
+// `min_rows_ahead` and at most `max_rows_ahead`) of the inputs `a` and `b` (or null). Most kernels
+// issue those prefetches from the output pass: their only other pass reads the row from L2, and
+// prefetches issued there measured slower (RMSNorm's forward, 8192x4096 f32 on the Zen 5: 0.71 of the
+// copy against 0.91). LayerNorm's forward issues them from a pass that reads L1 only (see its Reduce).
 // A row that fits one reduction chunk and is not streamed from memory is written last vector first,
 // right after its reductions; rows from memory go forward, so the next row's prefetches are issued in
 // the order its reductions will read them, and a split row's chunks were reduced long before. So do
@@ -184,13 +184,13 @@ struct OutputHints {
 template <class T>
 HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t row, int64_t c0,
                                    const RowTensor<const T>& a, const RowTensor<const T>* b = nullptr,
-                                   int64_t max_rows_ahead = INT64_MAX) {
+                                   int64_t max_rows_ahead = INT64_MAX, int64_t min_rows_ahead = 1) {
   OutputHints<T> hints;
   hints.stream = plan.stream_outputs && !in_place;
   if (plan.prefetch_rows_ahead != 0) {
     // Two inputs reach half as many rows down: kPrefetchAheadBytes counts every input prefetched.
     const int64_t ahead = b ? plan.prefetch_rows_ahead / 2 : plan.prefetch_rows_ahead;
-    const int64_t rows_ahead = std::clamp<int64_t>(ahead, 1, max_rows_ahead);
+    const int64_t rows_ahead = std::clamp<int64_t>(ahead, min_rows_ahead, max_rows_ahead);
     if (row + rows_ahead < plan.rows) {
       hints.prefetch_a = a.Row(row + rows_ahead) + c0;
       hints.prefetch_b = b ? b->Row(row + rows_ahead) + c0 : nullptr;
@@ -252,37 +252,48 @@ HWY_INLINE size_t UnalignedHead(DF d, const T* out, size_t n, size_t unit_bytes,
   return head;
 }
 
+// Stores the first `count` values of v to p, with a streaming store where `stream` (a whole vector at an
+// aligned p).
+template <class T>
+HWY_INLINE void StoreOutput(DF d, VF v, T* p, size_t count, bool stream) {
+  if (stream) {
+    StoreStream(d, v, p);
+  } else {
+    Store(d, v, p, count);
+  }
+}
+
 #if RMSNORM_HAVE_BF16_ZIP || RMSNORM_HAVE_NATIVE_BF16
+// Rounds the 2N values of `first` and `second` to bf16 together (Bf16BitsTwo, Bf16BitsTwoNative) and
+// stores them to p, with a streaming store where `stream`.
+HWY_INLINE void StoreBf16Block(DF d, VF first, VF second, hwy::bfloat16_t* p, bool stream) {
+#if RMSNORM_HAVE_BF16_ZIP
+  const auto bits = Bf16BitsTwo(d, first, second);
+#else
+  (void)d;
+  const auto bits = Bf16BitsTwoNative(first, second);
+#endif
+  const DU16Full du16;
+  auto* out = reinterpret_cast<uint16_t*>(p);
+  if (stream) {
+    hn::Stream(bits, du16, out);
+  } else {
+    hn::StoreU(bits, du16, out);
+  }
+}
+
 // ForEachOutput for bf16 on SSE4 and AVX2, where rounding is the bulk of a vector's work, and on AVX3
 // where the CPU rounds (NativeBf16Rounding): whole blocks of 2N columns are rounded and stored together
-// (Bf16BitsTwo, Bf16BitsTwoNative); a streamed row's unaligned head and the last < 2N columns take
-// `step`, ForEachOutput's per-vector one. The order of the blocks follows the hints as in
-// ForEachOutput; each column's value is the same either way.
-template <class Body, class Step>
-HWY_INLINE void ForEachBf16Output(DF d, hwy::bfloat16_t* out, size_t n, const OutputHints<hwy::bfloat16_t>& hints,
-                                  const Body& body, const Step& step) {
-  const DU16Full du16;
+// by block(i) (StoreBf16Block); a streamed row's unaligned head and the last < 2N columns take `step`,
+// ForEachOutput's per-vector one. The order of the blocks follows the hints as in ForEachOutput; each
+// column's value is the same either way. `out` sets the head's alignment.
+template <class Block, class Step>
+HWY_INLINE void ForEachBf16Steps(DF d, const hwy::bfloat16_t* out, size_t n, const OutputHints<hwy::bfloat16_t>& hints,
+                                 const Block& block, const Step& step) {
   const size_t N = hn::Lanes(d);
   const size_t block_bytes = 2 * N * sizeof(uint16_t);
   const size_t head = hints.stream ? UnalignedHead(d, out, n, block_bytes, step) : 0;
   const size_t end = head + (n - head) / (2 * N) * (2 * N);
-  const auto block = [&](size_t i) RMSNORM_INLINE_LAMBDA {
-    PrefetchNextRow(hints, i);
-    PrefetchNextRow(hints, i + N);
-    const VF first = body(i, N);
-    const VF second = body(i + N, N);
-#if RMSNORM_HAVE_BF16_ZIP
-    const auto bits = Bf16BitsTwo(d, first, second);
-#else
-    const auto bits = Bf16BitsTwoNative(first, second);
-#endif
-    auto* p = reinterpret_cast<uint16_t*>(out + i);
-    if (hints.stream) {
-      hn::Stream(bits, du16, p);
-    } else {
-      hn::StoreU(bits, du16, p);
-    }
-  };
   const auto tail = [&]() RMSNORM_INLINE_LAMBDA {
     for (size_t i = end; i < n; i += N) step(i, HWY_MIN(N, n - i), false);
   };
@@ -296,36 +307,102 @@ HWY_INLINE void ForEachBf16Output(DF d, hwy::bfloat16_t* out, size_t n, const Ou
 }
 #endif
 
-// Calls v = body(i, count) for every vector of [0, n), as ForEachVector, and stores v to out + i.
-template <class T, class Body>
-HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hints, const Body& body) {
-  auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
-    PrefetchNextRow(hints, i);
-    const VF v = body(i, count);
-    if (stream) {
-      StoreStream(d, v, out + i);
-    } else {
-      Store(d, v, out + i, count);
-    }
-  };
+// Whether a bf16 output takes the blocks of ForEachBf16Steps on this target and CPU.
+template <class T>
+HWY_INLINE bool Bf16Blocks() {
 #if RMSNORM_HAVE_BF16_ZIP
-  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) return ForEachBf16Output(d, out, n, hints, body, step);
+  return std::is_same_v<T, hwy::bfloat16_t>;
 #elif RMSNORM_HAVE_NATIVE_BF16
-  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
-    if (NativeBf16Rounding()) return ForEachBf16Output(d, out, n, hints, body, step);
-  }
+  return std::is_same_v<T, hwy::bfloat16_t> && NativeBf16Rounding();
+#else
+  return false;
 #endif
+}
+
+// Calls step(i, count, stream) for every vector of [0, n), as ForEachVector, in the order the hints
+// give, streaming where they say so: ordinary stores up to the first address of `out` aligned to a
+// vector, streaming ones through the aligned middle and an ordinary one for a partial last vector.
+template <class T, class Step>
+HWY_INLINE void ForEachStep(DF d, const T* out, size_t n, const OutputHints<T>& hints, const Step& step) {
   if (hints.reversed) {
     return ForEachVectorReversed(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
   }
   if (!hints.stream) {
     return ForEachVector(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
   }
-  // Ordinary stores up to the first aligned vector, streaming ones through the aligned middle.
   const size_t N = hn::Lanes(d);
   size_t i = UnalignedHead(d, out, n, N * sizeof(T), step);
   for (; i + N <= n; i += N) step(i, N, true);
   if (i < n) step(i, n - i, false);
+}
+
+// Calls v = body(i, count) for every vector of [0, n), as ForEachVector, and stores v to out + i.
+template <class T, class Body>
+HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hints, const Body& body) {
+  const auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
+    PrefetchNextRow(hints, i);
+    StoreOutput(d, body(i, count), out + i, count, stream);
+  };
+#if RMSNORM_HAVE_BF16_ZIP || RMSNORM_HAVE_NATIVE_BF16
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    if (Bf16Blocks<T>()) {
+      const size_t N = hn::Lanes(d);
+      const auto block = [&](size_t i) RMSNORM_INLINE_LAMBDA {
+        PrefetchNextRow(hints, i);
+        PrefetchNextRow(hints, i + N);
+        const VF first = body(i, N);
+        StoreBf16Block(d, first, body(i + N, N), out + i, hints.stream);
+      };
+      return ForEachBf16Steps(d, out, n, hints, block, step);
+    }
+  }
+#endif
+  ForEachStep(d, out, n, hints, step);
+}
+
+// Whether two rows' outputs lie at the same offset from a cache line, as ForEachOutputPair needs.
+template <class T>
+HWY_INLINE bool SameLineOffset(const T* out0, const T* out1) {
+  return (reinterpret_cast<uintptr_t>(out1) - reinterpret_cast<uintptr_t>(out0)) % 64 == 0;
+}
+
+// Two rows' outputs in one pass: body(i, count, v0, v1) sets v0 and v1 to columns [i, i + count) of
+// rows 0 and 1, stored to out0 + i and out1 + i, with the order, the stores and each row's prefetches
+// of ForEachOutput. What the rows share at a column (a gain, a parameter-gradient partial both add to)
+// is then read once for both. The rows must lie at the same offset from a cache line (SameLineOffset:
+// rows whose stride is a whole number of lines), so that the two share the streamed head.
+template <class T, class Body>
+HWY_INLINE void ForEachOutputPair(DF d, T* out0, T* out1, size_t n, const OutputHints<T>& hints0,
+                                  const OutputHints<T>& hints1, const Body& body) {
+  HWY_DASSERT(SameLineOffset(out0, out1));
+  const auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
+    PrefetchNextRow(hints0, i);
+    PrefetchNextRow(hints1, i);
+    VF v0, v1;
+    body(i, count, v0, v1);
+    StoreOutput(d, v0, out0 + i, count, stream);
+    StoreOutput(d, v1, out1 + i, count, stream);
+  };
+#if RMSNORM_HAVE_BF16_ZIP || RMSNORM_HAVE_NATIVE_BF16
+  if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
+    if (Bf16Blocks<T>()) {
+      const size_t N = hn::Lanes(d);
+      const auto block = [&](size_t i) RMSNORM_INLINE_LAMBDA {
+        PrefetchNextRow(hints0, i);
+        PrefetchNextRow(hints0, i + N);
+        PrefetchNextRow(hints1, i);
+        PrefetchNextRow(hints1, i + N);
+        VF first0, first1, second0, second1;
+        body(i, N, first0, first1);
+        body(i + N, N, second0, second1);
+        StoreBf16Block(d, first0, second0, out0 + i, hints0.stream);
+        StoreBf16Block(d, first1, second1, out1 + i, hints0.stream);
+      };
+      return ForEachBf16Steps(d, out0, n, hints0, block, step);
+    }
+  }
+#endif
+  ForEachStep(d, out0, n, hints0, step);
 }
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE

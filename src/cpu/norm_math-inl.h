@@ -217,6 +217,11 @@ HWY_INLINE void AccumulateInto(DF d, VF v, float* p, size_t count) {
   Store(d, hn::Add(Load(d, p, count), v), p, count);
 }
 
+// AccumulateInto of v0 and then of v1, bit for bit, with one load and one store.
+HWY_INLINE void AccumulateTwoInto(DF d, VF v0, VF v1, float* p, size_t count) {
+  Store(d, hn::Add(hn::Add(Load(d, p, count), v0), v1), p, count);
+}
+
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

@@ -82,17 +82,7 @@ class RmsBackwardKernel {
     }
     float rstd;
     if (!FastRstd(row, s, &rstd)) return partial;  // the rare path recomputes in double
-    const DF d;
-    const VF r = hn::Set(d, rstd);
-    const T* dy = dy_.Row(row) + c0;
-    const float* w = gain_ + (kWeight ? c0 : 0);
-    auto max_u = hn::Zero(DI32());
-    partial.dot = Sum(d, size_t(c1 - c0), [&](size_t i, size_t count, VF& product) RMSNORM_INLINE_LAMBDA {
-      const VF u = hn::Mul(Load(d, dy + i, count), Gain<kWeight>(d, w, i, count));
-      product = hn::Mul(u, hn::Mul(Load(d, x + i, count), r));
-      max_u = AddMagnitudes(max_u, u, count);
-    });
-    partial.max_u_bits = MaxOfMagnitudes(max_u);
+    DotPass<1>(row, &rstd, c0, c1, &partial);
     return partial;
   }
 
@@ -165,14 +155,98 @@ class RmsBackwardKernel {
       const VF g = Gain<kWeight>(d, w, i, count);
       const VF dyv = Load(d, dy + i, count);
       const VF xhat = hn::Mul(Load(d, x + i, count), rstd);
-      const VF u = hn::Mul(dyv, g);
       if constexpr (kDweight) AccumulateInto(d, hn::Mul(dyv, xhat), dw + c0 + i, count);
       if constexpr (kDbias) AccumulateInto(d, dyv, db + c0 + i, count);
-      return hn::Mul(rstd, hn::Sub(u, hn::Mul(xhat, BelowLimit(d, c, i, corrected))));
+      return Dx(hn::Mul(dyv, g), xhat, rstd, BelowLimit(d, c, i, corrected));
     });
   }
 
+  // Reduce of rows `row` and row + 1, whole, in one pass that reads a column's gain once for both (see
+  // RunRowPair, row_groups-inl.h): the dot's phase, where neither row takes the double path.
+  bool ReducePair(int phase, int64_t row, const State* s, Partial* partials) const {
+    float rstds[2];
+    if (IsStatsPhase(phase) || !FastRstd(row, s[0], &rstds[0]) || !FastRstd(row + 1, s[1], &rstds[1])) return false;
+    DotPass<2>(row, rstds, 0, p_.cols, partials);
+    return true;
+  }
+
+  // Output of rows `row` and row + 1, whole, in one pass (see RunRowPair): the gain and the dweight and
+  // dbias partials of a column are read once for both rows, and the partials take row's term and then
+  // row + 1's. Each row prefetches the row two further down (at least), the next pair's.
+  void OutputPair(int64_t row, const State& s0, const State& s1, float* dw, float* db) const {
+    const int64_t cols = p_.cols;
+    if (s0.rare || s1.rare || !SameLineOffset(dx_.Row(row), dx_.Row(row + 1))) {
+      Output(row, 0, cols, s0, dw, db);
+      return Output(row + 1, 0, cols, s1, dw, db);
+    }
+    const DF d;
+    const VF rstd0 = hn::Set(d, s0.rstd), rstd1 = hn::Set(d, s1.rstd);
+    const VF c0 = hn::Set(d, s0.c), c1 = hn::Set(d, s1.c);
+    const T *dy0 = dy_.Row(row), *dy1 = dy_.Row(row + 1), *x0 = x_.Row(row), *x1 = x_.Row(row + 1);
+    const size_t corrected = size_t(std::clamp<int64_t>(p_.k, 0, cols));
+    const OutputHints<T> hints0 = HintsFor(plan_, dx_in_place_, row, 0, dy_, &x_, INT64_MAX, 2);
+    const OutputHints<T> hints1 = HintsFor(plan_, dx_in_place_, row + 1, 0, dy_, &x_, INT64_MAX, 2);
+    ForEachOutputPair(d, dx_.Row(row), dx_.Row(row + 1), size_t(cols), hints0, hints1,
+                      [&](size_t i, size_t count, VF& dx0, VF& dx1) RMSNORM_INLINE_LAMBDA {
+                        const VF g = Gain<kWeight>(d, gain_, i, count);
+                        const VF dyv0 = Load(d, dy0 + i, count), dyv1 = Load(d, dy1 + i, count);
+                        const VF xhat0 = hn::Mul(Load(d, x0 + i, count), rstd0);
+                        const VF xhat1 = hn::Mul(Load(d, x1 + i, count), rstd1);
+                        if constexpr (kDweight)
+                          AccumulateTwoInto(d, hn::Mul(dyv0, xhat0), hn::Mul(dyv1, xhat1), dw + i, count);
+                        if constexpr (kDbias) AccumulateTwoInto(d, dyv0, dyv1, db + i, count);
+                        dx0 = Dx(hn::Mul(dyv0, g), xhat0, rstd0, BelowLimit(d, c0, i, corrected));
+                        dx1 = Dx(hn::Mul(dyv1, g), xhat1, rstd1, BelowLimit(d, c1, i, corrected));
+                      });
+  }
+
  private:
+  // u = dy * g and x-hat to dx, with c the row's coefficient for the column (0 past k).
+  static HWY_INLINE VF Dx(VF u, VF xhat, VF rstd, VF c) { return hn::Mul(rstd, hn::Sub(u, hn::Mul(xhat, c))); }
+
+  // The dot's pass over columns [c0, c1) of kRows = 1 or 2 rows from `row`, the row + r with rstd[r]:
+  // each row's sum(u * x-hat) and max|u|, in the canonical order each, so two rows at once give the
+  // bits of one after the other.
+  template <size_t kRows>
+  void DotPass(int64_t row, const float* rstd, int64_t c0, int64_t c1, Partial* partials) const {
+    static_assert(kRows == 1 || kRows == 2, "one row or a pair");
+    const DF d;
+    const float* w = gain_ + (kWeight ? c0 : 0);
+    const T* dy0 = dy_.Row(row) + c0;
+    const T* x0 = x_.Row(row) + c0;
+    const T* dy1 = dy_.Row(row + kRows - 1) + c0;
+    const T* x1 = x_.Row(row + kRows - 1) + c0;
+    const VF r0 = hn::Set(d, rstd[0]), r1 = hn::Set(d, rstd[kRows - 1]);
+    auto max_u0 = hn::Zero(DI32()), max_u1 = max_u0;
+    // u * x-hat of one row's columns [i, i + count), with |u| added to max_u.
+    const auto product = [&](const T* dy, const T* x, VF g, VF r, size_t i, size_t count,
+                             hn::Vec<DI32>& max_u) RMSNORM_INLINE_LAMBDA {
+      const VF u = hn::Mul(Load(d, dy + i, count), g);
+      max_u = AddMagnitudes(max_u, u, count);
+      return hn::Mul(u, hn::Mul(Load(d, x + i, count), r));
+    };
+    const size_t n = size_t(c1 - c0);
+    if constexpr (kRows == 1) {
+      partials[0].dot = Sum(d, n, [&](size_t i, size_t count, VF& p) RMSNORM_INLINE_LAMBDA {
+        p = product(dy0, x0, Gain<kWeight>(d, w, i, count), r0, i, count, max_u0);
+      });
+    } else {
+      float dot0, dot1;
+      Sum2(
+          d, n,
+          [&](size_t i, size_t count, VF& p0, VF& p1) RMSNORM_INLINE_LAMBDA {
+            const VF g = Gain<kWeight>(d, w, i, count);
+            p0 = product(dy0, x0, g, r0, i, count, max_u0);
+            p1 = product(dy1, x1, g, r1, i, count, max_u1);
+          },
+          &dot0, &dot1);
+      partials[0].dot = dot0;
+      partials[1].dot = dot1;
+      partials[1].max_u_bits = MaxOfMagnitudes(max_u1);
+    }
+    partials[0].max_u_bits = MaxOfMagnitudes(max_u0);
+  }
+
   // Out of line and not vectorized, as RareForwardRow (see rare_rows.h).
   RMSNORM_RARE_ROW_FUNCTION void RareOutput(int64_t row, int64_t c0, int64_t c1, const State& s, float* dw,
                                             float* db) const {

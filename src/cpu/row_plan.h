@@ -72,7 +72,8 @@ struct RowPlan {
   // runtime/cache_info.h).
   bool stream_outputs = false;
   // Rows stream from memory, a chunk each: while writing a row, prefetch the row this many rows down
-  // (kPrefetchAheadBytes of one input; HintsFor halves it for two), or 0 for no prefetches.
+  // (kPrefetchAheadBytes of one input; HintsFor halves it for two), or 0 for no prefetches. Kernels
+  // that can write two rows in one pass do so for such rows (RunRowPairs, row_groups-inl.h).
   int64_t prefetch_rows_ahead = 0;
   // Those prefetches, and the grouped rows' below, bring their lines into L1 as well as L2
   // (kPrefetchIntoL1MinBytes).
