@@ -1,5 +1,5 @@
-// The non-split path's rows, compiled once per Highway target: a block's rows one at a time, or in
-// groups (see RunRowGroup). Per target, unlike the rest of the scheduler (row_driver.h), so that a
+// The non-split path's rows, compiled once per Highway target: a block's rows one at a time, in groups
+// (see RunRowGroup) or in pairs (see RunRowPairs). Per target, unlike the rest of the scheduler (row_driver.h), so that a
 // kernel's Reduce, Fold, Finish and Output can inline into the loop over rows: code compiled for the
 // baseline cannot inline target code, and for short rows the four calls per row cost about as much as
 // the row's own vector work. Which parts of the cut decide bits: see row_driver.h.
