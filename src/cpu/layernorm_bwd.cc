@@ -194,12 +194,10 @@ class LayerNormBackwardKernel {
   // Output of rows `row` and row + 1, whole, in one pass (see RunRowPair, row_groups-inl.h): the gain and
   // the dweight and dbias partials of a column are read once for both rows, and the partials take row's
   // term and then row + 1's. Each row prefetches the row two further down (at least), the next pair's.
-  void OutputPair(int64_t row, const State& s0, const State& s1, float* dw, float* db) const {
+  // False for a row on the double path, or rows whose outputs lie at different offsets from a line.
+  bool OutputPair(int64_t row, const State& s0, const State& s1, float* dw, float* db) const {
+    if (s0.rare || s1.rare || !SameLineOffset(dx_.Row(row), dx_.Row(row + 1))) return false;
     const int64_t cols = p_.cols;
-    if (s0.rare || s1.rare || !SameLineOffset(dx_.Row(row), dx_.Row(row + 1))) {
-      Output(row, 0, cols, s0, dw, db);
-      return Output(row + 1, 0, cols, s1, dw, db);
-    }
     const DF d;
     const VF mean_hi0 = hn::Set(d, s0.mean.hi), mean_lo0 = hn::Set(d, s0.mean.lo), rstd0 = hn::Set(d, s0.rstd);
     const VF mean_hi1 = hn::Set(d, s1.mean.hi), mean_lo1 = hn::Set(d, s1.mean.lo), rstd1 = hn::Set(d, s1.rstd);
@@ -220,6 +218,7 @@ class LayerNormBackwardKernel {
                         dx0 = Dx(hn::Mul(dyv0, g), xhat0, rstd0, mean_u0, mean_u_xhat0);
                         dx1 = Dx(hn::Mul(dyv1, g), xhat1, rstd1, mean_u1, mean_u_xhat1);
                       });
+    return true;
   }
 
  private:

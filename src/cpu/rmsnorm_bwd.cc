@@ -172,13 +172,11 @@ class RmsBackwardKernel {
 
   // Output of rows `row` and row + 1, whole, in one pass (see RunRowPair): the gain and the dweight and
   // dbias partials of a column are read once for both rows, and the partials take row's term and then
-  // row + 1's. Each row prefetches the row two further down (at least), the next pair's.
-  void OutputPair(int64_t row, const State& s0, const State& s1, float* dw, float* db) const {
+  // row + 1's. Each row prefetches the row two further down (at least), the next pair's. False for a
+  // row on the double path, or rows whose outputs lie at different offsets from a cache line.
+  bool OutputPair(int64_t row, const State& s0, const State& s1, float* dw, float* db) const {
+    if (s0.rare || s1.rare || !SameLineOffset(dx_.Row(row), dx_.Row(row + 1))) return false;
     const int64_t cols = p_.cols;
-    if (s0.rare || s1.rare || !SameLineOffset(dx_.Row(row), dx_.Row(row + 1))) {
-      Output(row, 0, cols, s0, dw, db);
-      return Output(row + 1, 0, cols, s1, dw, db);
-    }
     const DF d;
     const VF rstd0 = hn::Set(d, s0.rstd), rstd1 = hn::Set(d, s1.rstd);
     const VF c0 = hn::Set(d, s0.c), c1 = hn::Set(d, s1.c);
@@ -198,6 +196,7 @@ class RmsBackwardKernel {
                         dx0 = Dx(hn::Mul(dyv0, g), xhat0, rstd0, BelowLimit(d, c0, i, corrected));
                         dx1 = Dx(hn::Mul(dyv1, g), xhat1, rstd1, BelowLimit(d, c1, i, corrected));
                       });
+    return true;
   }
 
  private:

@@ -227,8 +227,9 @@ constexpr bool CheckKernel() {
 //                                               the block's parameter-gradient partials (or null)
 //   void OutputRow(row, c0, c1, state, dw, db)  optional: Output for rows run one at a time (see
 //                                               RunRowGroup), bit for bit the same
-//   void OutputPair(row, s0, s1, dw, db)        optional: Output of the whole rows row and row + 1 in
-//                                               one pass (see RunRowPairs), bit for bit the same
+//   bool OutputPair(row, s0, s1, dw, db)        optional: Output of the whole rows row and row + 1 in
+//                                               one pass (see RunRowPairs), bit for bit the same, or
+//                                               false to leave them to Output
 //   bool ReducePair(phase, row, states, partials)  optional, beside OutputPair: their Reduce in one
 //                                               pass, or false to leave the phase to Reduce
 // CheckKernel above turns a missing member into an error that names it. `bytes` is the memory traffic

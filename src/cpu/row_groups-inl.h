@@ -43,14 +43,15 @@ template <class K>
 constexpr bool kHasRunGroup<K, std::void_t<decltype(&K::template RunGroup<1>)>> =
     std::is_same_v<decltype(&K::template RunGroup<1>), bool (K::*)(int64_t, int64_t) const>;
 
-// Whether a kernel writes two rows in one pass, `void OutputPair(int64_t row, const State& s0, const
+// Whether a kernel writes two rows in one pass, `bool OutputPair(int64_t row, const State& s0, const
 // State& s1, float* dw, float* db) const`: bit for bit Output of row and then of row + 1, whole rows of
-// one chunk (see RunRowPairs). Declared by the kernel itself, as OutputRow.
+// one chunk (see RunRowPairs), or false, having written nothing, where they must go one at a time.
+// Declared by the kernel itself, as OutputRow.
 template <class K, class = void>
 constexpr bool kHasOutputPair = false;
 template <class K>
 constexpr bool kHasOutputPair<K, std::void_t<decltype(&K::OutputPair)>> =
-    std::is_same_v<decltype(&K::OutputPair), void (K::*)(int64_t, const typename K::State&, const typename K::State&,
+    std::is_same_v<decltype(&K::OutputPair), bool (K::*)(int64_t, const typename K::State&, const typename K::State&,
                                                          float*, float*) const>;
 
 // Whether it reduces two rows in one pass too, `bool ReducePair(int phase, int64_t row, const State*
@@ -150,8 +151,8 @@ void RunRowGroupsPrefetching(const RowPlan& plan, const Kernel& kernel, int64_t 
 // Rows [begin, end) of one block, adding to the block's parameter-gradient partials dw and db (or
 // null). Called by RunRows (row_driver.h), which finds it through the kernel's namespace.
 // Rows `row` and row + 1 of a block, whole rows of one chunk each: each phase's reductions (in one pass
-// where the kernel has ReducePair), then both rows written in one pass (Kernel::OutputPair). The same
-// bits as RunRowGroup<1> on each row.
+// where the kernel has ReducePair), then both rows written in one pass (Kernel::OutputPair) or, where
+// the kernel declines, one after the other. The same bits as RunRowGroup<1> on each row.
 template <class Kernel>
 HWY_INLINE void RunRowPair(const RowPlan& plan, const Kernel& kernel, int64_t row, float* dw, float* db) {
   typename Kernel::State states[2];
@@ -163,7 +164,8 @@ HWY_INLINE void RunRowPair(const RowPlan& plan, const Kernel& kernel, int64_t ro
       kernel.Fold(phase, states[r], paired ? partials[r] : kernel.Reduce(phase, row + r, 0, plan.cols, states[r]));
     for (int64_t r = 0; r < 2; ++r) kernel.Finish(phase, row + r, states[r]);
   }
-  kernel.OutputPair(row, states[0], states[1], dw, db);
+  if (kernel.OutputPair(row, states[0], states[1], dw, db)) return;
+  for (int64_t r = 0; r < 2; ++r) kernel.Output(row + r, 0, plan.cols, states[r], dw, db);
 }
 
 // Rows [begin, end) of one block that stream from memory, a chunk each, two at a time for a kernel that
