@@ -350,5 +350,6 @@ TEST(SameBits, BackwardRowPairsAsOneRowPerCall) {
     }
   }
 }
+
 }  // namespace
 }  // namespace rmsnorm::test
