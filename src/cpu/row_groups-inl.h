@@ -1,8 +1,9 @@
 // The non-split path's rows, compiled once per Highway target: a block's rows one at a time, in groups
-// (see RunRowGroup) or in pairs (see RunRowPairs). Per target, unlike the rest of the scheduler (row_driver.h), so that a
-// kernel's Reduce, Fold, Finish and Output can inline into the loop over rows: code compiled for the
-// baseline cannot inline target code, and for short rows the four calls per row cost about as much as
-// the row's own vector work. Which parts of the cut decide bits: see row_driver.h.
+// (see RunRowGroup) or in pairs (see RunRowPairs). Per target, unlike the rest of the scheduler
+// (row_driver.h), so that a kernel's Reduce, Fold, Finish and Output can inline into the loop over
+// rows: code compiled for the baseline cannot inline target code, and for short rows the four calls per
+// row cost about as much as the row's own vector work. Which parts of the cut decide bits: see
+// row_driver.h.
 
 // Per-target include guard, the Highway way.
 #if defined(RMSNORM_SRC_CPU_ROW_GROUPS_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -64,6 +65,12 @@ constexpr bool kHasReducePair<K, std::void_t<decltype(&K::ReducePair)>> =
     std::is_same_v<decltype(&K::ReducePair),
                    bool (K::*)(int, int64_t, const typename K::State*, typename K::Partial*) const>;
 
+// Rows [first, first + rows) of one block, rows <= kRows, on the non-split path: each phase's
+// reductions of every row, then their finishes, and then their outputs, in row order. A narrow row's
+// statistic ends in a chain of dependent latencies (the lanes' sum, the fold, a divide and a square
+// root) longer than its vector work; a group lets the core overlap one row's chain with the next rows'
+// loads. Every row does the same operations in the same order as alone, and the outputs (which add to
+// the parameter-gradient partials) still run in row order, so no bit depends on the grouping.
 template <int64_t kRows, class Kernel>
 HWY_INLINE void RunRowGroup(const RowPlan& plan, const Kernel& kernel, int64_t first, int64_t rows, float* dw,
                             float* db) {
@@ -148,8 +155,6 @@ void RunRowGroupsPrefetching(const RowPlan& plan, const Kernel& kernel, int64_t 
   }
 }
 
-// Rows [begin, end) of one block, adding to the block's parameter-gradient partials dw and db (or
-// null). Called by RunRows (row_driver.h), which finds it through the kernel's namespace.
 // Rows `row` and row + 1 of a block, whole rows of one chunk each: each phase's reductions (in one pass
 // where the kernel has ReducePair), then both rows written in one pass (Kernel::OutputPair) or, where
 // the kernel declines, one after the other. The same bits as RunRowGroup<1> on each row.
@@ -181,6 +186,8 @@ void RunRowPairs(const RowPlan& plan, const Kernel& kernel, int64_t begin, int64
   if (row < end) RunRowGroup<1>(plan, kernel, row, 1, dw, db);
 }
 
+// Rows [begin, end) of one block, adding to the block's parameter-gradient partials dw and db (or
+// null). Called by RunRows (row_driver.h), which finds it through the kernel's namespace.
 template <class Kernel>
 void RunBlockRows(const RowPlan& plan, const Kernel& kernel, int64_t begin, int64_t end, float* dw, float* db) {
   if (plan.group_prefetch_rows_ahead != 0) return RunRowGroupsPrefetching(plan, kernel, begin, end, dw, db);
