@@ -202,6 +202,20 @@ HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t r
   return hints;
 }
 
+// The hints for writing whole rows `row` and row + 1 in one pass (ForEachOutputPair). Each row prefetches
+// at least two rows down, so that a pair prefetches the next pair rather than its own second row.
+template <class T>
+struct PairHints {
+  OutputHints<T> first, second;
+};
+
+template <class T>
+HWY_INLINE PairHints<T> PairHintsFor(const RowPlan& plan, bool in_place, int64_t row, const RowTensor<const T>& a,
+                                     const RowTensor<const T>* b = nullptr) {
+  return {HintsFor(plan, in_place, row, 0, a, b, INT64_MAX, 2),
+          HintsFor(plan, in_place, row + 1, 0, a, b, INT64_MAX, 2)};
+}
+
 // A prefetch for reading of the line at p, into L1 as well as L2 or into L2 only (see
 // RowPlan::prefetch_into_l1).
 HWY_INLINE void PrefetchLine(const void* p, bool into_l1) {
@@ -360,21 +374,17 @@ HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hint
   ForEachStep(d, out, n, hints, step);
 }
 
-// Whether two rows' outputs lie at the same offset from a cache line, as ForEachOutputPair needs.
-template <class T>
-HWY_INLINE bool SameLineOffset(const T* out0, const T* out1) {
-  return (reinterpret_cast<uintptr_t>(out1) - reinterpret_cast<uintptr_t>(out0)) % 64 == 0;
-}
-
 // Two rows' outputs in one pass: body(i, count, v0, v1) sets v0 and v1 to columns [i, i + count) of
 // rows 0 and 1, stored to out0 + i and out1 + i, with the order, the stores and each row's prefetches
 // of ForEachOutput. What the rows share at a column (a gain, a parameter-gradient partial both add to)
-// is then read once for both. The rows must lie at the same offset from a cache line (SameLineOffset:
-// rows whose stride is a whole number of lines), so that the two share the streamed head.
+// is then read once for both. False, with nothing written, where the rows lie at different offsets
+// from a cache line (a stride that is not a whole number of lines): the pair shares the streamed head
+// of the first row, so the caller writes such rows one at a time.
 template <class T, class Body>
-HWY_INLINE void ForEachOutputPair(DF d, T* out0, T* out1, size_t n, const OutputHints<T>& hints0,
-                                  const OutputHints<T>& hints1, const Body& body) {
-  HWY_DASSERT(SameLineOffset(out0, out1));
+HWY_INLINE bool ForEachOutputPair(DF d, T* out0, T* out1, size_t n, const PairHints<T>& hints, const Body& body) {
+  if ((reinterpret_cast<uintptr_t>(out1) - reinterpret_cast<uintptr_t>(out0)) % 64 != 0) return false;
+  const OutputHints<T>& hints0 = hints.first;
+  const OutputHints<T>& hints1 = hints.second;
   const auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
     PrefetchNextRow(hints0, i);
     PrefetchNextRow(hints1, i);
@@ -398,11 +408,13 @@ HWY_INLINE void ForEachOutputPair(DF d, T* out0, T* out1, size_t n, const Output
         StoreBf16Block(d, first0, second0, out0 + i, hints0.stream);
         StoreBf16Block(d, first1, second1, out1 + i, hints0.stream);
       };
-      return ForEachBf16Steps(d, out0, n, hints0, block, step);
+      ForEachBf16Steps(d, out0, n, hints0, block, step);
+      return true;
     }
   }
 #endif
   ForEachStep(d, out0, n, hints0, step);
+  return true;
 }
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE

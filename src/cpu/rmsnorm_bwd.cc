@@ -172,31 +172,29 @@ class RmsBackwardKernel {
 
   // Output of rows `row` and row + 1, whole, in one pass (see RunRowPair): the gain and the dweight and
   // dbias partials of a column are read once for both rows, and the partials take row's term and then
-  // row + 1's. Each row prefetches the row two further down (at least), the next pair's. False for a
-  // row on the double path, or rows whose outputs lie at different offsets from a cache line.
+  // row + 1's (prefetches: PairHintsFor). False for a row on the double path, or where ForEachOutputPair
+  // declines the pair (rows at different offsets from a cache line).
   bool OutputPair(int64_t row, const State& s0, const State& s1, float* dw, float* db) const {
-    if (s0.rare || s1.rare || !SameLineOffset(dx_.Row(row), dx_.Row(row + 1))) return false;
+    if (s0.rare || s1.rare) return false;
     const int64_t cols = p_.cols;
     const DF d;
     const VF rstd0 = hn::Set(d, s0.rstd), rstd1 = hn::Set(d, s1.rstd);
     const VF c0 = hn::Set(d, s0.c), c1 = hn::Set(d, s1.c);
     const T *dy0 = dy_.Row(row), *dy1 = dy_.Row(row + 1), *x0 = x_.Row(row), *x1 = x_.Row(row + 1);
     const size_t corrected = size_t(std::clamp<int64_t>(p_.k, 0, cols));
-    const OutputHints<T> hints0 = HintsFor(plan_, dx_in_place_, row, 0, dy_, &x_, INT64_MAX, 2);
-    const OutputHints<T> hints1 = HintsFor(plan_, dx_in_place_, row + 1, 0, dy_, &x_, INT64_MAX, 2);
-    ForEachOutputPair(d, dx_.Row(row), dx_.Row(row + 1), size_t(cols), hints0, hints1,
-                      [&](size_t i, size_t count, VF& dx0, VF& dx1) RMSNORM_INLINE_LAMBDA {
-                        const VF g = Gain<kWeight>(d, gain_, i, count);
-                        const VF dyv0 = Load(d, dy0 + i, count), dyv1 = Load(d, dy1 + i, count);
-                        const VF xhat0 = hn::Mul(Load(d, x0 + i, count), rstd0);
-                        const VF xhat1 = hn::Mul(Load(d, x1 + i, count), rstd1);
-                        if constexpr (kDweight)
-                          AccumulateTwoInto(d, hn::Mul(dyv0, xhat0), hn::Mul(dyv1, xhat1), dw + i, count);
-                        if constexpr (kDbias) AccumulateTwoInto(d, dyv0, dyv1, db + i, count);
-                        dx0 = Dx(hn::Mul(dyv0, g), xhat0, rstd0, BelowLimit(d, c0, i, corrected));
-                        dx1 = Dx(hn::Mul(dyv1, g), xhat1, rstd1, BelowLimit(d, c1, i, corrected));
-                      });
-    return true;
+    const PairHints<T> hints = PairHintsFor(plan_, dx_in_place_, row, dy_, &x_);
+    return ForEachOutputPair(d, dx_.Row(row), dx_.Row(row + 1), size_t(cols), hints,
+                             [&](size_t i, size_t count, VF& dx0, VF& dx1) RMSNORM_INLINE_LAMBDA {
+                               const VF g = Gain<kWeight>(d, gain_, i, count);
+                               const VF dyv0 = Load(d, dy0 + i, count), dyv1 = Load(d, dy1 + i, count);
+                               const VF xhat0 = hn::Mul(Load(d, x0 + i, count), rstd0);
+                               const VF xhat1 = hn::Mul(Load(d, x1 + i, count), rstd1);
+                               if constexpr (kDweight)
+                                 AccumulateTwoInto(d, hn::Mul(dyv0, xhat0), hn::Mul(dyv1, xhat1), dw + i, count);
+                               if constexpr (kDbias) AccumulateTwoInto(d, dyv0, dyv1, db + i, count);
+                               dx0 = Dx(hn::Mul(dyv0, g), xhat0, rstd0, BelowLimit(d, c0, i, corrected));
+                               dx1 = Dx(hn::Mul(dyv1, g), xhat1, rstd1, BelowLimit(d, c1, i, corrected));
+                             });
   }
 
  private:
