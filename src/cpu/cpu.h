@@ -17,6 +17,17 @@ void RmsBackward(const Problem& p, const BackwardArgs& args);
 void LayerNormForward(const Problem& p, const ForwardArgs& args);
 void LayerNormBackward(const Problem& p, const BackwardArgs& args);
 
+// The entry points above, per dtype: each kernel file's compile for that dtype defines them (see
+// RMSNORM_KERNEL_DTYPE in dispatch.h), and dtype_dispatch.cc calls the one for a call's dtype.
+#define RMSNORM_DTYPE(Id, ...)                                                                        \
+  void RmsForward_##Id(const Problem& p, const ForwardArgs& args);                                    \
+  void RmsForwardQuantized_##Id(const Problem& p, const ForwardArgs& args, const QuantizedOutput& out); \
+  void RmsBackward_##Id(const Problem& p, const BackwardArgs& args);                                  \
+  void LayerNormForward_##Id(const Problem& p, const ForwardArgs& args);                              \
+  void LayerNormBackward_##Id(const Problem& p, const BackwardArgs& args);
+#include "registry/dtypes.inc"
+#undef RMSNORM_DTYPE
+
 // The Highway target the kernels dispatch to now ("AVX2", "SSE4", ...), or "AVX3_BF16" for AVX3 with
 // native bf16 rounding (native_bf16.h).
 const char* TargetName();

@@ -270,7 +270,9 @@ class LayerNormBackwardKernel {
   double xhat_bound_;  // 2 sqrt(cols)
 };
 
-void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) { RunBackward<LayerNormBackwardKernel>(p, a); }
+static void LayerNormBackwardImpl(const Problem& p, const BackwardArgs& a) {
+  RunBackward<LayerNormBackwardKernel, KernelDtypeStorage>(p, a);
+}
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -278,7 +280,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rmsnorm::cpu {
 HWY_EXPORT(LayerNormBackwardImpl);
-void LayerNormBackward(const Problem& p, const BackwardArgs& args) {
+void RMSNORM_PER_KERNEL_DTYPE(LayerNormBackward)(const Problem& p, const BackwardArgs& args) {
   RMSNORM_DYNAMIC_DISPATCH(LayerNormBackwardImpl)(p, args);
 }
 }  // namespace rmsnorm::cpu

@@ -175,7 +175,9 @@ class LayerNormForwardKernel {
   EpilogueRange range_;
 };
 
-void LayerNormForwardImpl(const Problem& p, const ForwardArgs& a) { RunForward<LayerNormForwardKernel>(p, a, 2); }
+static void LayerNormForwardImpl(const Problem& p, const ForwardArgs& a) {
+  RunForward<LayerNormForwardKernel, KernelDtypeStorage>(p, a, 2);
+}
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -183,7 +185,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rmsnorm::cpu {
 HWY_EXPORT(LayerNormForwardImpl);
-void LayerNormForward(const Problem& p, const ForwardArgs& args) {
+void RMSNORM_PER_KERNEL_DTYPE(LayerNormForward)(const Problem& p, const ForwardArgs& args) {
   RMSNORM_DYNAMIC_DISPATCH(LayerNormForwardImpl)(p, args);
 }
 }  // namespace rmsnorm::cpu

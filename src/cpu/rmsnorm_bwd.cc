@@ -282,7 +282,9 @@ class RmsBackwardKernel {
   double xhat_bound_;  // 2 sqrt(divisor)
 };
 
-void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) { RunBackward<RmsBackwardKernel>(p, a); }
+static void RmsBackwardImpl(const Problem& p, const BackwardArgs& a) {
+  RunBackward<RmsBackwardKernel, KernelDtypeStorage>(p, a);
+}
 
 }  // namespace rmsnorm::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -290,6 +292,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rmsnorm::cpu {
 HWY_EXPORT(RmsBackwardImpl);
-void RmsBackward(const Problem& p, const BackwardArgs& args) { RMSNORM_DYNAMIC_DISPATCH(RmsBackwardImpl)(p, args); }
+void RMSNORM_PER_KERNEL_DTYPE(RmsBackward)(const Problem& p, const BackwardArgs& args) {
+  RMSNORM_DYNAMIC_DISPATCH(RmsBackwardImpl)(p, args);
+}
 }  // namespace rmsnorm::cpu
 #endif

@@ -254,9 +254,9 @@ using RmsForwardPlain = RmsForwardKernel<T, kWeight, kBias, false>;
 template <class T, bool kWeight, bool kBias>
 using RmsForwardFusedAdd = RmsForwardKernel<T, kWeight, kBias, true>;
 
-void RmsForwardImpl(const Problem& p, const ForwardArgs& a) {
-  if (a.residual != nullptr) return RunForward<RmsForwardFusedAdd>(p, a, 4);
-  RunForward<RmsForwardPlain>(p, a, 2);
+static void RmsForwardImpl(const Problem& p, const ForwardArgs& a) {
+  if (a.residual != nullptr) return RunForward<RmsForwardFusedAdd, KernelDtypeStorage>(p, a, 4);
+  RunForward<RmsForwardPlain, KernelDtypeStorage>(p, a, 2);
 }
 
 // ---- Quantized outputs -----------------------------------------------------------------------------
@@ -356,7 +356,7 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
   uint32_t* row_max_bits_;  // (blocks): max|y| over the chunks of the block's current row written so far
 };
 
-void RmsForwardQuantizedImpl(const Problem& p, const ForwardArgs& a, const QuantizedOutput& out) {
+static void RmsForwardQuantizedImpl(const Problem& p, const ForwardArgs& a, const QuantizedOutput& out) {
   static_assert(sizeof(quant::BlockQ8_0) == registry::FindQuantFormat(RMSNORM_QUANT_Q8_0)->unit_bytes,
                 "registry/quant_formats.inc: q8_0's block size");
   const bool add = a.residual != nullptr;
@@ -371,15 +371,13 @@ void RmsForwardQuantizedImpl(const Problem& p, const ForwardArgs& a, const Quant
   const ForwardParams params(p, a, plan, bytes);
   // Not RMSNORM_INLINE_LAMBDA: GCC gives a lambda in a target function no target attributes, so it
   // cannot force one inline here (RunForward, a template outside the target namespace, can).
-  WithStorage(p.dtype, [&](auto t) {
-    WithFlag(a.weight != nullptr, [&](auto weight) {
-      WithFlag(a.bias != nullptr, [&](auto bias) {
-        WithFlag(add, [&](auto fused) {
-          const RmsForwardQuantizedKernel<decltype(t), decltype(weight)::value, decltype(bias)::value,
-                                          decltype(fused)::value>
-              kernel(p, plan, params.args(), params.gain(), out, row_buffers);
-          RunRows(plan, bytes, kernel, nullptr);
-        });
+  WithFlag(a.weight != nullptr, [&](auto weight) {
+    WithFlag(a.bias != nullptr, [&](auto bias) {
+      WithFlag(add, [&](auto fused) {
+        const RmsForwardQuantizedKernel<KernelDtypeStorage, decltype(weight)::value, decltype(bias)::value,
+                                        decltype(fused)::value>
+            kernel(p, plan, params.args(), params.gain(), out, row_buffers);
+        RunRows(plan, bytes, kernel, nullptr);
       });
     });
   });
@@ -391,9 +389,12 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace rmsnorm::cpu {
 HWY_EXPORT(RmsForwardImpl);
-void RmsForward(const Problem& p, const ForwardArgs& args) { RMSNORM_DYNAMIC_DISPATCH(RmsForwardImpl)(p, args); }
+void RMSNORM_PER_KERNEL_DTYPE(RmsForward)(const Problem& p, const ForwardArgs& args) {
+  RMSNORM_DYNAMIC_DISPATCH(RmsForwardImpl)(p, args);
+}
 HWY_EXPORT(RmsForwardQuantizedImpl);
-void RmsForwardQuantized(const Problem& p, const ForwardArgs& args, const QuantizedOutput& out) {
+void RMSNORM_PER_KERNEL_DTYPE(RmsForwardQuantized)(const Problem& p, const ForwardArgs& args,
+                                                   const QuantizedOutput& out) {
   RMSNORM_DYNAMIC_DISPATCH(RmsForwardQuantizedImpl)(p, args, out);
 }
 }  // namespace rmsnorm::cpu

@@ -290,20 +290,18 @@ void RunRows(const RowPlan& plan, int64_t bytes, const Kernel& kernel, const Par
   });
 }
 
-// A forward: Kernel<T, kWeight, kBias>(problem, plan, args, gain) over every row, with the storage
-// type and the optional tensors as template arguments. `tensors` as for MakePlan.
-template <template <class, bool, bool> class Kernel>
+// A forward: Kernel<T, kWeight, kBias>(problem, plan, args, gain) over every row, T the storage type of
+// p.dtype, with the optional tensors as template arguments. `tensors` as for MakePlan.
+template <template <class, bool, bool> class Kernel, class T>
 void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
+  HWY_DASSERT(p.dtype == StorageOf<T>::dtype);
   const RowPlan plan = MakePlan(p, tensors);
   const int64_t bytes = tensors * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
   const ForwardParams params(p, a, plan, bytes);
-  WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
-    WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
-      WithFlag(a.bias != nullptr, [&](auto bias) RMSNORM_INLINE_LAMBDA {
-        const Kernel<decltype(t), decltype(weight)::value, decltype(bias)::value> kernel(p, plan, params.args(),
-                                                                                         params.gain());
-        RunRows(plan, bytes, kernel, nullptr);
-      });
+  WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
+    WithFlag(a.bias != nullptr, [&](auto bias) RMSNORM_INLINE_LAMBDA {
+      const Kernel<T, decltype(weight)::value, decltype(bias)::value> kernel(p, plan, params.args(), params.gain());
+      RunRows(plan, bytes, kernel, nullptr);
     });
   });
 }
@@ -311,22 +309,21 @@ void RunForward(const Problem& p, const ForwardArgs& a, int64_t tensors) {
 // A backward: Kernel<T, kWeight, kDweight, kDbias>, then the parameter gradients' block reduction,
 // and the columns of dweight and dbias that left f32's range summed again in double
 // (Kernel::ResumParamGrads, see ResumParamGradColumns in rare_rows.h).
-template <template <class, bool, bool, bool> class Kernel>
+template <template <class, bool, bool, bool> class Kernel, class T>
 void RunBackward(const Problem& p, const BackwardArgs& a) {
+  HWY_DASSERT(p.dtype == StorageOf<T>::dtype);
   const RowPlan plan = MakePlan(p, 3, a.dweight != nullptr || a.dbias != nullptr);
   const ParamGradPartials grads(plan, a.dweight, a.dbias);
   const int64_t bytes = 3 * p.rows * p.cols * int64_t(DtypeSize(p.dtype));
   const ColumnParam gain(a.weight, p.weight_offset, plan, bytes, runtime::ScratchSlot::kGain);
-  WithStorage(p.dtype, [&](auto t) RMSNORM_INLINE_LAMBDA {
-    WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
-      WithFlag(a.dweight != nullptr, [&](auto dweight) RMSNORM_INLINE_LAMBDA {
-        WithFlag(a.dbias != nullptr, [&](auto dbias) RMSNORM_INLINE_LAMBDA {
-          const Kernel<decltype(t), decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value> kernel(
-              p, plan, a, gain.data());
-          RunRows(plan, bytes, kernel, &grads);
-          grads.Reduce();
-          if (!ParamGradsFinite(kernel, a.dweight, a.dbias, p.cols)) kernel.ResumParamGrads(a.dweight, a.dbias);
-        });
+  WithFlag(a.weight != nullptr, [&](auto weight) RMSNORM_INLINE_LAMBDA {
+    WithFlag(a.dweight != nullptr, [&](auto dweight) RMSNORM_INLINE_LAMBDA {
+      WithFlag(a.dbias != nullptr, [&](auto dbias) RMSNORM_INLINE_LAMBDA {
+        const Kernel<T, decltype(weight)::value, decltype(dweight)::value, decltype(dbias)::value> kernel(
+            p, plan, a, gain.data());
+        RunRows(plan, bytes, kernel, &grads);
+        grads.Reduce();
+        if (!ParamGradsFinite(kernel, a.dweight, a.dbias, p.cols)) kernel.ResumParamGrads(a.dweight, a.dbias);
       });
     });
   });
