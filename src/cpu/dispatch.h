@@ -31,10 +31,10 @@ enum class DtypeId {
 // Each kernel file (src/cpu/*_fwd.cc, *_bwd.cc) is compiled once per dtype, with RMSNORM_KERNEL_DTYPE
 // set to its Id (CMakeLists.txt), and holds that dtype's instances only. Every dtype inlined into one
 // function per target made the biggest files take minutes each to compile and left a 2-core build
-// waiting on them; apart, the instances compile in parallel. The entry
-// points of cpu.h choose among the files by dtype (dtype_dispatch.cc). RMSNORM_PER_KERNEL_DTYPE(Name)
-// is a kernel file's name for its entry point: Name_F32 in the F32 compile. The per-target functions
-// behind it are static, so that the compiles' names do not clash.
+// waiting on them; apart, the instances compile in parallel. The entry points of cpu.h choose among
+// the files by dtype (dtype_dispatch.cc). RMSNORM_PER_KERNEL_DTYPE(Name) is a kernel file's name for
+// its entry point: Name_F32 in the F32 compile. The per-target functions behind it are static, so that
+// the compiles' names do not clash.
 #define RMSNORM_PER_DTYPE_NAME_(name, id) name##_##id
 #define RMSNORM_PER_DTYPE_NAME(name, id) RMSNORM_PER_DTYPE_NAME_(name, id)
 #ifdef RMSNORM_KERNEL_DTYPE

@@ -1,7 +1,10 @@
 // The kernels' entry points (cpu.h): each calls the compile of the kernel files for the call's dtype
 // (RMSNORM_KERNEL_DTYPE, dispatch.h), which then dispatches on the SIMD target.
+#include <iterator>
+
 #include "cpu/cpu.h"
 #include "cpu/dispatch.h"
+#include "registry/registry.h"
 
 namespace rmsnorm::cpu {
 namespace {
@@ -23,17 +26,10 @@ constexpr KernelEntries kEntries[] = {
 #undef RMSNORM_DTYPE
 };
 
-// A dtype the C ABI has checked (runtime/check.cc).
-const KernelEntries& For(rmsnorm_dtype dtype) {
-  switch (dtype) {
-#define RMSNORM_DTYPE(Id, code, ...) \
-  case code:                         \
-    return kEntries[size_t(DtypeId::Id)];
-#include "registry/dtypes.inc"
-#undef RMSNORM_DTYPE
-  }
-  HWY_ASSERT(false);
-}
+static_assert(std::size(kEntries) == std::size(registry::kDtypes));
+
+// A dtype the C ABI has checked (runtime/check.cc): its place in the registry is its place here.
+const KernelEntries& For(rmsnorm_dtype dtype) { return kEntries[&registry::Dtype(dtype) - registry::kDtypes]; }
 
 }  // namespace
 
