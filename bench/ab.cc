@@ -5,7 +5,7 @@
 //
 // Each library is loaded with dlopen (RTLD_LOCAL | RTLD_DEEPBIND, so each binds its own symbols) and
 // called on the same inputs, writing the same output buffers: two output buffers measured a few percent
-// apart whichever library wrote them (docs/benchmarks.md, session 22). Every round takes each
+// apart whichever library wrote them (docs/perf-log.md, session 22). Every round takes each
 // library's best of CALLS calls, the two in turn and in alternating order; the report is the median of
 // the rounds' time ratios A / B (above 1: B is faster), and whether the two wrote the same bytes.
 #include <dlfcn.h>

@@ -26,7 +26,7 @@ class Workspace {
 
   // (cols) f32 gain near 1 and a small bias, on pages of their own as the row tensors are: a framework's
   // parameters start on a cache line (PyTorch's CPU allocator aligns to 64 bytes). Off a line, every
-  // vector read of them would straddle two, which one-row calls feel most (docs/benchmarks.md).
+  // vector read of them would straddle two, which one-row calls feel most (docs/perf-log.md, session 16).
   const float* weight() const { return static_cast<const float*>(weight_->data()); }
   const float* bias() const { return static_cast<const float*>(bias_->data()); }
 
