@@ -1,7 +1,9 @@
 // rmsnorm-ab: two builds of the library side by side in one process, for a change's speed-up.
 //
-//   rmsnorm-ab LIB_A LIB_B OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS]]]
+//   rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS]]]
 //     OP: fwd | bwd | layernorm_fwd | layernorm_bwd; DTYPE: f32 | bf16 | f16
+//     @TARGET limits that library's kernels to a SIMD target (rmsnorm_set_cpu_target): two targets of
+//     one build compare as two copies of its file, since dlopen gives one path one instance.
 //
 // Each library is loaded with dlopen (RTLD_LOCAL | RTLD_DEEPBIND, so each binds its own symbols) and
 // called on the same inputs, writing the same output buffers: two output buffers measured a few percent
@@ -31,6 +33,8 @@ struct Library {
   decltype(&rmsnorm_layernorm_backward) layernorm_backward;
   decltype(&rmsnorm_set_num_threads) set_num_threads;
   decltype(&rmsnorm_last_error) last_error;
+  decltype(&rmsnorm_cpu_target) cpu_target;
+  void* handle;
 };
 
 template <class F>
@@ -42,13 +46,18 @@ void Find(void* handle, const char* path, const char* name, F* fn) {
   }
 }
 
-Library Load(const char* path) {
+// LIB or LIB@TARGET.
+Library Load(const std::string& arg) {
+  const size_t at = arg.rfind('@');
+  const std::string file = arg.substr(0, at);
+  const char* path = file.c_str();
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (handle == nullptr) {
     std::fprintf(stderr, "rmsnorm-ab: %s\n", dlerror());
     std::exit(1);
   }
   Library lib;
+  lib.handle = handle;
   Find(handle, path, "rmsnorm_config_init", &lib.config_init);
   Find(handle, path, "rmsnorm_forward", &lib.forward);
   Find(handle, path, "rmsnorm_backward", &lib.backward);
@@ -56,13 +65,24 @@ Library Load(const char* path) {
   Find(handle, path, "rmsnorm_layernorm_backward", &lib.layernorm_backward);
   Find(handle, path, "rmsnorm_set_num_threads", &lib.set_num_threads);
   Find(handle, path, "rmsnorm_last_error", &lib.last_error);
+  Find(handle, path, "rmsnorm_cpu_target", &lib.cpu_target);
+  if (at != std::string::npos) {
+    decltype(&rmsnorm_set_cpu_target) set_cpu_target;
+    Find(handle, path, "rmsnorm_set_cpu_target", &set_cpu_target);
+    if (set_cpu_target(arg.c_str() + at + 1) != RMSNORM_OK) {
+      std::fprintf(stderr, "rmsnorm-ab: %s\n", lib.last_error());
+      std::exit(1);
+    }
+  }
   return lib;
 }
 
 int Usage() {
   std::fprintf(stderr,
-               "usage: rmsnorm-ab LIB_A LIB_B OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS]]]\n"
-               "  OP: fwd | bwd | layernorm_fwd | layernorm_bwd; DTYPE: f32 | bf16 | f16\n");
+               "usage: rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS]]]\n"
+               "  OP: fwd | bwd | layernorm_fwd | layernorm_bwd; DTYPE: f32 | bf16 | f16\n"
+               "  @TARGET: that library's kernels limited to a SIMD target (AVX2, ...); give the second\n"
+               "  of two targets of one build a copy of its file\n");
   return 2;
 }
 
@@ -93,6 +113,12 @@ int main(int argc, char** argv) {
   if (threads < 1 || rounds < 1 || calls < 1) return Usage();
 
   Library libs[2] = {Load(argv[1]), Load(argv[2])};
+  // One file loaded twice is one instance, whose target the second load would set for both.
+  const auto target_of = [](const char* arg) { return std::strrchr(arg, '@') ? std::strrchr(arg, '@') : ""; };
+  if (libs[0].handle == libs[1].handle && std::strcmp(target_of(argv[1]), target_of(argv[2])) != 0) {
+    std::fprintf(stderr, "rmsnorm-ab: LIB_A and LIB_B are one file, so one instance with one target: copy the file for the second\n");
+    return 1;
+  }
   for (Library& lib : libs) lib.set_num_threads(threads);
   const size_t row_count = static_cast<size_t>(rows), col_count = static_cast<size_t>(cols);
   const size_t n = row_count * col_count;
@@ -161,9 +187,10 @@ int main(int argc, char** argv) {
   }
   const auto a_stats = Summarize(time[0], calls), b_stats = Summarize(time[1], calls);
   const auto ratio_stats = Summarize(ratio, calls);
-  std::printf("%s %s %lldx%lld, %d thread%s: A %.2f us, B %.2f us (medians of each round's best of %d); "
+  std::printf("%s %s %lldx%lld, %d thread%s: A %.2f us (%s), B %.2f us (%s) (medians of each round's best of %d); "
               "A / B %.3f (quartiles %.3f-%.3f, %d rounds); outputs %s\n",
-              op.c_str(), dtype_name.c_str(), rows, cols, threads, threads == 1 ? "" : "s", a_stats.median, b_stats.median,
-              calls, ratio_stats.median, ratio_stats.p25, ratio_stats.p75, rounds, same ? "the same bytes" : "DIFFER");
+              op.c_str(), dtype_name.c_str(), rows, cols, threads, threads == 1 ? "" : "s", a_stats.median,
+              libs[0].cpu_target(), b_stats.median, libs[1].cpu_target(), calls, ratio_stats.median, ratio_stats.p25,
+              ratio_stats.p75, rounds, same ? "the same bytes" : "DIFFER");
   return 0;
 }
