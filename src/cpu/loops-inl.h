@@ -117,6 +117,31 @@ HWY_INLINE void Store(DF d, VF v, T* p, size_t count) {
 #endif
 }
 
+// p[j, j + count's bits below 2 kGroup) = lanes[same]: a move of each power-of-two group of lanes
+// that count holds, largest first.
+template <size_t kGroup, class T>
+HWY_INLINE void CopyLaneGroups(T* p, const T* lanes, size_t count, size_t j) {
+  if constexpr (kGroup != 0) {
+    if (count & kGroup) {
+      std::memcpy(p + j, lanes + j, kGroup * sizeof(T));  // a constant size: one move
+      j += kGroup;
+    }
+    CopyLaneGroups<kGroup / 2>(p, lanes, count, j);
+  }
+}
+
+// The first `count` < Lanes(d) values of v to p with ordinary whole-lane moves, never a masked store:
+// the unaligned head and the partial tail of a row whose middle goes out with streaming stores. On the
+// Zen 4 a masked store among streaming ones stalls them, so rows written off a cache line's start ran
+// far slower than aligned ones (docs/perf-log.md, session 26, has the figures). Out of line and cold,
+// as StorePartial: inlined, it slowed the loops around it.
+template <class T>
+[[gnu::cold]] HWY_NOINLINE void StoreEdge(DF d, VF v, T* p, size_t count) {
+  HWY_ALIGN T lanes[kMaxLanes];
+  StoreFull(d, v, lanes);
+  CopyLaneGroups<kMaxLanes / 2>(p, lanes, count, 0);  // count < Lanes <= kMaxLanes
+}
+
 // The per-vector lambdas handed to the loops below must inline into them (RMSNORM_INLINE_LAMBDA): a call
 // per vector costs more than the vector's work, and GCC's size heuristics otherwise decline for the
 // bf16/f16 bodies.
@@ -256,25 +281,32 @@ HWY_INLINE void PrefetchInputRows(int64_t first, int64_t count, int64_t cols, bo
   asm volatile("");
 }
 
-// A streamed output's head: calls step(i, count, false) (ordinary stores) over the columns before out's
-// first address aligned to `unit_bytes`, the streaming store's alignment, at most n. Returns their number.
+// How an output loop's step stores its vector (StoreOutput).
+enum class StoreKind {
+  kCached,       // ordinary stores; a partial vector under a mask where the target has masked moves
+  kStream,       // a whole vector at an address aligned to it: a streaming store
+  kStreamedEdge  // the head or tail of a streamed row: ordinary stores, never a masked one (StoreEdge)
+};
+
+// A streamed output's head: calls step(i, count, StoreKind::kStreamedEdge) over the columns before
+// out's first address aligned to `unit_bytes`, the streaming store's alignment, at most n. Returns their
+// number.
 template <class T, class Step>
 HWY_INLINE size_t UnalignedHead(DF d, const T* out, size_t n, size_t unit_bytes, const Step& step) {
   const size_t misaligned = reinterpret_cast<uintptr_t>(out) % unit_bytes;
   const size_t head = HWY_MIN(n, misaligned == 0 ? 0 : (unit_bytes - misaligned) / sizeof(T));
-  ForEachVector(d, head, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
+  ForEachVector(d, head,
+                [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, StoreKind::kStreamedEdge); });
   return head;
 }
 
-// Stores the first `count` values of v to p, with a streaming store where `stream` (a whole vector at an
-// aligned p).
+// Stores the first `count` values of v to p as `kind` says.
 template <class T>
-HWY_INLINE void StoreOutput(DF d, VF v, T* p, size_t count, bool stream) {
-  if (stream) {
-    StoreStream(d, v, p);
-  } else {
-    Store(d, v, p, count);
-  }
+HWY_INLINE void StoreOutput(DF d, VF v, T* p, size_t count, StoreKind kind) {
+  if (kind == StoreKind::kStream) return StoreStream(d, v, p);
+  if (HWY_LIKELY(count == hn::Lanes(d))) return StoreFull(d, v, p);
+  if (kind == StoreKind::kStreamedEdge) return StoreEdge(d, v, p, count);
+  Store(d, v, p, count);
 }
 
 #if RMSNORM_HAVE_BF16_ZIP || RMSNORM_HAVE_NATIVE_BF16
@@ -309,7 +341,8 @@ HWY_INLINE void ForEachBf16Steps(DF d, const hwy::bfloat16_t* out, size_t n, con
   const size_t head = hints.stream ? UnalignedHead(d, out, n, block_bytes, step) : 0;
   const size_t end = head + (n - head) / (2 * N) * (2 * N);
   const auto tail = [&]() RMSNORM_INLINE_LAMBDA {
-    for (size_t i = end; i < n; i += N) step(i, HWY_MIN(N, n - i), false);
+    const StoreKind kind = hints.stream ? StoreKind::kStreamedEdge : StoreKind::kCached;
+    for (size_t i = end; i < n; i += N) step(i, HWY_MIN(N, n - i), kind);
   };
   if (hints.reversed) {
     tail();
@@ -333,29 +366,27 @@ HWY_INLINE bool Bf16Blocks() {
 #endif
 }
 
-// Calls step(i, count, stream) for every vector of [0, n), as ForEachVector, in the order the hints
+// Calls step(i, count, kind) for every vector of [0, n), as ForEachVector, in the order the hints
 // give, streaming where they say so: ordinary stores up to the first address of `out` aligned to a
-// vector, streaming ones through the aligned middle and an ordinary one for a partial last vector.
+// vector, streaming ones through the aligned middle and ordinary ones for a partial last vector (the
+// edges never masked: see StoreEdge).
 template <class T, class Step>
 HWY_INLINE void ForEachStep(DF d, const T* out, size_t n, const OutputHints<T>& hints, const Step& step) {
-  if (hints.reversed) {
-    return ForEachVectorReversed(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
-  }
-  if (!hints.stream) {
-    return ForEachVector(d, n, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, false); });
-  }
+  const auto cached = [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, StoreKind::kCached); };
+  if (hints.reversed) return ForEachVectorReversed(d, n, cached);
+  if (!hints.stream) return ForEachVector(d, n, cached);
   const size_t N = hn::Lanes(d);
   size_t i = UnalignedHead(d, out, n, N * sizeof(T), step);
-  for (; i + N <= n; i += N) step(i, N, true);
-  if (i < n) step(i, n - i, false);
+  for (; i + N <= n; i += N) step(i, N, StoreKind::kStream);
+  if (i < n) step(i, n - i, StoreKind::kStreamedEdge);
 }
 
 // Calls v = body(i, count) for every vector of [0, n), as ForEachVector, and stores v to out + i.
 template <class T, class Body>
 HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hints, const Body& body) {
-  const auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
+  const auto step = [&](size_t i, size_t count, StoreKind kind) RMSNORM_INLINE_LAMBDA {
     PrefetchNextRow(hints, i);
-    StoreOutput(d, body(i, count), out + i, count, stream);
+    StoreOutput(d, body(i, count), out + i, count, kind);
   };
 #if RMSNORM_HAVE_BF16_ZIP || RMSNORM_HAVE_NATIVE_BF16
   if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
@@ -385,13 +416,13 @@ HWY_INLINE bool ForEachOutputPair(DF d, T* out0, T* out1, size_t n, const PairHi
   if ((reinterpret_cast<uintptr_t>(out1) - reinterpret_cast<uintptr_t>(out0)) % 64 != 0) return false;
   const OutputHints<T>& hints0 = hints.first;
   const OutputHints<T>& hints1 = hints.second;
-  const auto step = [&](size_t i, size_t count, bool stream) RMSNORM_INLINE_LAMBDA {
+  const auto step = [&](size_t i, size_t count, StoreKind kind) RMSNORM_INLINE_LAMBDA {
     PrefetchNextRow(hints0, i);
     PrefetchNextRow(hints1, i);
     VF v0, v1;
     body(i, count, v0, v1);
-    StoreOutput(d, v0, out0 + i, count, stream);
-    StoreOutput(d, v1, out1 + i, count, stream);
+    StoreOutput(d, v0, out0 + i, count, kind);
+    StoreOutput(d, v1, out1 + i, count, kind);
   };
 #if RMSNORM_HAVE_BF16_ZIP || RMSNORM_HAVE_NATIVE_BF16
   if constexpr (std::is_same_v<T, hwy::bfloat16_t>) {
