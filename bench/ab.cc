@@ -35,6 +35,7 @@ struct Library {
   decltype(&rmsnorm_last_error) last_error;
   decltype(&rmsnorm_cpu_target) cpu_target;
   void* handle;
+  std::string suffix;  // LIB@TARGET's "@TARGET", or empty
 };
 
 template <class F>
@@ -58,6 +59,7 @@ Library Load(const std::string& arg) {
   }
   Library lib;
   lib.handle = handle;
+  if (at != std::string::npos) lib.suffix = arg.substr(at);
   Find(handle, path, "rmsnorm_config_init", &lib.config_init);
   Find(handle, path, "rmsnorm_forward", &lib.forward);
   Find(handle, path, "rmsnorm_backward", &lib.backward);
@@ -66,10 +68,10 @@ Library Load(const std::string& arg) {
   Find(handle, path, "rmsnorm_set_num_threads", &lib.set_num_threads);
   Find(handle, path, "rmsnorm_last_error", &lib.last_error);
   Find(handle, path, "rmsnorm_cpu_target", &lib.cpu_target);
-  if (at != std::string::npos) {
+  if (!lib.suffix.empty()) {
     decltype(&rmsnorm_set_cpu_target) set_cpu_target;
     Find(handle, path, "rmsnorm_set_cpu_target", &set_cpu_target);
-    if (set_cpu_target(arg.c_str() + at + 1) != RMSNORM_OK) {
+    if (set_cpu_target(lib.suffix.c_str() + 1) != RMSNORM_OK) {
       std::fprintf(stderr, "rmsnorm-ab: %s\n", lib.last_error());
       std::exit(1);
     }
@@ -114,8 +116,7 @@ int main(int argc, char** argv) {
 
   Library libs[2] = {Load(argv[1]), Load(argv[2])};
   // One file loaded twice is one instance, whose target the second load would set for both.
-  const auto target_of = [](const char* arg) { return std::strrchr(arg, '@') ? std::strrchr(arg, '@') : ""; };
-  if (libs[0].handle == libs[1].handle && std::strcmp(target_of(argv[1]), target_of(argv[2])) != 0) {
+  if (libs[0].handle == libs[1].handle && libs[0].suffix != libs[1].suffix) {
     std::fprintf(stderr, "rmsnorm-ab: LIB_A and LIB_B are one file, so one instance with one target: copy the file for the second\n");
     return 1;
   }
