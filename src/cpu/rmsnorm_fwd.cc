@@ -41,6 +41,46 @@ struct RmsForwardState {
   double rare_rstd = 0.0;
 };
 
+// Whether an f32 row streamed to memory is written by StreamInHalves: x86 with 512-bit vectors, where
+// a vector is a cache line.
+template <class T>
+constexpr bool kStreamInHalves = HWY_ARCH_X86 && std::is_same_v<T, float> && hn::MaxLanes(DF()) == 16;
+
+// y = x * rstd * g (+ b) over [0, n) of a row streamed to memory, as ForEachForwardOutput writes it, but
+// the aligned middle in half vectors: 256-bit loads, products and streaming stores, two iterations a
+// line. Each column's operations are the same, so are its bits. Why: on the Zen 4, with one 512-bit
+// iteration a line, the next-row prefetches that this pass issues lost much of their effect, and the
+// next row's reduction waited on memory; written so, the f32 forward at 8192x4096 took 0.75x the time
+// (docs/perf-log.md, session 27, with the bare loops behind it). The loop's shape matters as much as
+// its width there: the same halves two to an iteration, or in a loop GCC did not rotate, kept most of
+// the wait, so a change to this loop needs the A/B again. The fused add's h and the split path's
+// chunks come through here too; pRMSNorm's look past k (OutputRow) and grouped short rows do not.
+// w, b: the chunk's gain and bias (or unused).
+template <bool kWeight, bool kBias>
+HWY_INLINE void StreamInHalves(DF d, const float* in, float* out, size_t n, const float* w, const float* b, float rstd,
+                               const OutputHints<float>& hints) {
+  const VF r = hn::Set(d, rstd);
+  const auto step = [&](size_t i, size_t count, StoreKind kind) RMSNORM_INLINE_LAMBDA {
+    PrefetchNextRow(hints, i);
+    StoreOutput(d, ScaleShift<kWeight, kBias>(d, hn::Mul(Load(d, in + i, count), r), w, b, i, count), out + i, count,
+                kind);
+  };
+  size_t i = UnalignedHead(d, out, n, hn::Lanes(d) * sizeof(float), step);
+#if HWY_TARGET != HWY_SCALAR
+  const hn::Half<DF> dh;
+  const size_t H = hn::Lanes(dh);
+  const auto rh = hn::Set(dh, rstd);
+  for (; i + H <= n; i += H) {
+    PrefetchNextRow(hints, i);
+    auto v = hn::Mul(hn::LoadU(dh, in + i), rh);
+    if constexpr (kWeight) v = hn::Mul(v, hn::LoadU(dh, w + i));
+    if constexpr (kBias) v = hn::Add(v, hn::LoadU(dh, b + i));
+    hn::Stream(v, dh, out + i);
+  }
+#endif
+  if (i < n) step(i, n - i, StoreKind::kStreamedEdge);
+}
+
 // x, residual, y, residual_out: (rows, cols) in T; weight, bias: (cols) f32; rstd: (rows) f32 or null.
 template <class T, bool kWeight, bool kBias, bool kAdd>
 class RmsForwardKernel {
@@ -189,7 +229,11 @@ class RmsForwardKernel {
                             kBias ? b : nullptr);
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
-    ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_, OutputHintsFor(row, c0),
+    const OutputHints<T> hints = OutputHintsFor(row, c0);
+    if constexpr (kStreamInHalves<T>) {
+      if (hints.stream) return StreamInHalves<kWeight, kBias>(d, in, out, size_t(c1 - c0), w, b, s.rstd, hints);
+    }
+    ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_, hints,
                                          [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, rstd); });
   }
 
