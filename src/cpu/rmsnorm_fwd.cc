@@ -50,11 +50,12 @@ constexpr bool kStreamInHalves = HWY_ARCH_X86 && std::is_same_v<T, float> && hn:
 // the aligned middle in half vectors: 256-bit loads, products and streaming stores, two iterations a
 // line. Each column's operations are the same, so are its bits. Why: on the Zen 4, with one 512-bit
 // iteration a line, the next-row prefetches that this pass issues lost much of their effect, and the
-// next row's reduction waited on memory; written so, the f32 forward at 8192x4096 took 0.75x the time
-// (docs/perf-log.md, session 27, with the bare loops behind it). The loop's shape matters as much as
-// its width there: the same halves two to an iteration, or in a loop GCC did not rotate, kept most of
-// the wait, so a change to this loop needs the A/B again. The fused add's h and the split path's
-// chunks come through here too; pRMSNorm's look past k (OutputRow) and grouped short rows do not.
+// next row's reduction waited on memory; written so, the f32 forward from memory ran far faster (the
+// commit says by how much; docs/perf-log.md, session 27, has the bare loops behind it). The loop's
+// shape matters as much as its width there: the same halves two to an iteration, or in a loop GCC did
+// not rotate, kept most of the wait, so a change to this loop needs the A/B again. The fused add's h
+// and the split path's chunks come through here too; pRMSNorm's look past k (OutputRow) and grouped
+// short rows do not.
 // w, b: the chunk's gain and bias (or unused).
 template <bool kWeight, bool kBias>
 HWY_INLINE void StreamInHalves(DF d, const float* in, float* out, size_t n, const float* w, const float* b, float rstd,
