@@ -251,7 +251,8 @@ HWY_INLINE void PrefetchLine(const void* p, bool into_l1) {
   }
 }
 
-// The hinted prefetches for a pass at column i: one per cache line (the lines are read on a later row).
+// The hinted prefetches for a pass at column i: one per cache line (the lines are read on a later row),
+// from the steps that start on a multiple of a line's elements, which a pass from column 0 meets.
 template <class T>
 HWY_INLINE void PrefetchNextRow(const OutputHints<T>& hints, size_t i) {
   constexpr size_t kLineElements = 64 / sizeof(T);
@@ -259,6 +260,16 @@ HWY_INLINE void PrefetchNextRow(const OutputHints<T>& hints, size_t i) {
     PrefetchLine(hints.prefetch_a + i, hints.into_l1);
     if (hints.prefetch_b) PrefetchLine(hints.prefetch_b + i, hints.into_l1);
   }
+}
+
+// The same for a step over columns [i, i + count) that may start anywhere: the step that holds the
+// multiple issues its line's prefetch. After a streamed row's unaligned head (UnalignedHead) no step
+// starts on one, and PrefetchNextRow would issue none for the whole row.
+template <class T>
+HWY_INLINE void PrefetchNextRowSpan(const OutputHints<T>& hints, size_t i, size_t count) {
+  constexpr size_t kLineElements = 64 / sizeof(T);
+  const size_t line = (i + kLineElements - 1) / kLineElements * kLineElements;
+  if (line < i + count) PrefetchNextRow(hints, line);
 }
 
 // Prefetches rows [first, first + count) of the inputs `a` and `b` (or null), `cols` elements each:
@@ -385,7 +396,7 @@ HWY_INLINE void ForEachStep(DF d, const T* out, size_t n, const OutputHints<T>& 
 template <class T, class Body>
 HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hints, const Body& body) {
   const auto step = [&](size_t i, size_t count, StoreKind kind) RMSNORM_INLINE_LAMBDA {
-    PrefetchNextRow(hints, i);
+    PrefetchNextRowSpan(hints, i, count);
     StoreOutput(d, body(i, count), out + i, count, kind);
   };
 #if RMSNORM_HAVE_BF16_ZIP || RMSNORM_HAVE_NATIVE_BF16
@@ -393,8 +404,7 @@ HWY_INLINE void ForEachOutput(DF d, T* out, size_t n, const OutputHints<T>& hint
     if (Bf16Blocks<T>()) {
       const size_t N = hn::Lanes(d);
       const auto block = [&](size_t i) RMSNORM_INLINE_LAMBDA {
-        PrefetchNextRow(hints, i);
-        PrefetchNextRow(hints, i + N);
+        PrefetchNextRowSpan(hints, i, 2 * N);
         const VF first = body(i, N);
         StoreBf16Block(d, first, body(i + N, N), out + i, hints.stream);
       };
@@ -417,8 +427,8 @@ HWY_INLINE bool ForEachOutputPair(DF d, T* out0, T* out1, size_t n, const PairHi
   const OutputHints<T>& hints0 = hints.first;
   const OutputHints<T>& hints1 = hints.second;
   const auto step = [&](size_t i, size_t count, StoreKind kind) RMSNORM_INLINE_LAMBDA {
-    PrefetchNextRow(hints0, i);
-    PrefetchNextRow(hints1, i);
+    PrefetchNextRowSpan(hints0, i, count);
+    PrefetchNextRowSpan(hints1, i, count);
     VF v0, v1;
     body(i, count, v0, v1);
     StoreOutput(d, v0, out0 + i, count, kind);
@@ -429,10 +439,8 @@ HWY_INLINE bool ForEachOutputPair(DF d, T* out0, T* out1, size_t n, const PairHi
     if (Bf16Blocks<T>()) {
       const size_t N = hn::Lanes(d);
       const auto block = [&](size_t i) RMSNORM_INLINE_LAMBDA {
-        PrefetchNextRow(hints0, i);
-        PrefetchNextRow(hints0, i + N);
-        PrefetchNextRow(hints1, i);
-        PrefetchNextRow(hints1, i + N);
+        PrefetchNextRowSpan(hints0, i, 2 * N);
+        PrefetchNextRowSpan(hints1, i, 2 * N);
         VF first0, first1, second0, second1;
         body(i, N, first0, first1);
         body(i + N, N, second0, second1);

@@ -64,7 +64,7 @@ HWY_INLINE void StreamInHalves(DF d, const float* in, float* out, size_t n, cons
                                const OutputHints<float>& hints) {
   const VF r = hn::Set(d, rstd);
   const auto step = [&](size_t i, size_t count, StoreKind kind) RMSNORM_INLINE_LAMBDA {
-    PrefetchNextRow(hints, i);
+    PrefetchNextRowSpan(hints, i, count);
     StoreOutput(d, ScaleShift<kWeight, kBias>(d, hn::Mul(Load(d, in + i, count), r), w, b, i, count), out + i, count,
                 kind);
   };
