@@ -53,11 +53,11 @@ constexpr bool kStreamInHalves = HWY_ARCH_X86 && std::is_same_v<T, float> && hn:
 // next row's reduction waited on memory; written so, the f32 forward from memory ran far faster (the
 // commit says by how much; docs/perf-log.md, session 27, has the bare loops behind it). The loop's
 // shape matters as much as its width there: the same halves two to an iteration, or in a loop GCC did
-// not rotate, kept most of the wait, so a change to this loop needs the A/B again. Output sends it rows
-// whose y starts on a cache line only: after the unaligned head of any other row no step starts on a
-// line, so PrefetchNextRow issues no prefetch, and such rows ran slower in halves than in whole
-// vectors. The fused add's h and the split path's chunks come through here too; pRMSNorm's look past
-// k (OutputRow) and grouped short rows do not.
+// not rotate, kept most of the wait, so a change to this loop needs the A/B again (its prefetch test is
+// PrefetchNextRow's, not PrefetchNextRowSpan's, for that reason). So Output sends it rows whose y
+// starts on a cache line only: after the unaligned head of any other row no half starts on a line and
+// that test issues no prefetch. The fused add's h and the split path's chunks come through here too;
+// pRMSNorm's look past k (OutputRow) and grouped short rows do not.
 // w, b: the chunk's gain and bias (or unused).
 template <bool kWeight, bool kBias>
 HWY_INLINE void StreamInHalves(DF d, const float* in, float* out, size_t n, const float* w, const float* b, float rstd,
