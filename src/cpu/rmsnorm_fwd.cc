@@ -54,21 +54,21 @@ constexpr bool kStreamInHalves = HWY_ARCH_X86 && std::is_same_v<T, float> && hn:
 // commit says by how much; docs/perf-log.md, session 27, has the bare loops behind it). The loop's
 // shape matters as much as its width there: the same halves two to an iteration, or in a loop GCC did
 // not rotate, kept most of the wait, so a change to this loop needs the A/B again (its prefetch test is
-// PrefetchNextRow's, not PrefetchNextRowSpan's, for that reason). So Output sends it rows whose y
-// starts on a cache line only: after the unaligned head of any other row no half starts on a line and
-// that test issues no prefetch. The fused add's h and the split path's chunks come through here too;
-// pRMSNorm's look past k (OutputRow) and grouped short rows do not.
+// PrefetchNextRow's, not PrefetchNextRowSpan's, for that reason). So it takes rows whose y starts on a
+// cache line only (StartsOnLine): after the unaligned head of any other row no half starts on a line
+// and that test issues no prefetch; Output leaves those rows to ForEachForwardOutput. The fused add's h
+// and the split path's chunks come through here too; pRMSNorm's look past k (OutputRow) and grouped
+// short rows do not.
 // w, b: the chunk's gain and bias (or unused).
+HWY_INLINE bool StartsOnLine(DF d, const float* out) {
+  return reinterpret_cast<uintptr_t>(out) % (hn::Lanes(d) * sizeof(float)) == 0;
+}
+
 template <bool kWeight, bool kBias>
 HWY_INLINE void StreamInHalves(DF d, const float* in, float* out, size_t n, const float* w, const float* b, float rstd,
                                const OutputHints<float>& hints) {
-  const VF r = hn::Set(d, rstd);
-  const auto step = [&](size_t i, size_t count, StoreKind kind) RMSNORM_INLINE_LAMBDA {
-    PrefetchNextRowSpan(hints, i, count);
-    StoreOutput(d, ScaleShift<kWeight, kBias>(d, hn::Mul(Load(d, in + i, count), r), w, b, i, count), out + i, count,
-                kind);
-  };
-  size_t i = UnalignedHead(d, out, n, hn::Lanes(d) * sizeof(float), step);
+  HWY_DASSERT(StartsOnLine(d, out));
+  size_t i = 0;
 #if HWY_TARGET != HWY_SCALAR
   const hn::Half<DF> dh;
   const size_t H = hn::Lanes(dh);
@@ -81,7 +81,12 @@ HWY_INLINE void StreamInHalves(DF d, const float* in, float* out, size_t n, cons
     hn::Stream(v, dh, out + i);
   }
 #endif
-  if (i < n) step(i, n - i, StoreKind::kStreamedEdge);
+  if (i < n) {  // the partial tail, as ForEachStep writes it
+    const size_t count = n - i;
+    PrefetchNextRowSpan(hints, i, count);
+    const VF v = ScaleShift<kWeight, kBias>(d, hn::Mul(Load(d, in + i, count), hn::Set(d, rstd)), w, b, i, count);
+    StoreOutput(d, v, out + i, count, StoreKind::kStreamedEdge);
+  }
 }
 
 // x, residual, y, residual_out: (rows, cols) in T; weight, bias: (cols) f32; rstd: (rows) f32 or null.
@@ -234,7 +239,7 @@ class RmsForwardKernel {
     const VF rstd = hn::Set(d, s.rstd);
     const OutputHints<T> hints = OutputHintsFor(row, c0);
     if constexpr (kStreamInHalves<T>) {
-      if (hints.stream && reinterpret_cast<uintptr_t>(out) % 64 == 0)
+      if (hints.stream && StartsOnLine(d, out))
         return StreamInHalves<kWeight, kBias>(d, in, out, size_t(c1 - c0), w, b, s.rstd, hints);
     }
     ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_, hints,
