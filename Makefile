@@ -174,6 +174,10 @@ fuzz: deps deps-clang
 # A venv with torch, NumPy, ONNX Runtime and the build backend; rebuilt when the requirements change.
 $(VENV)/.installed: python/requirements-test.txt
 	@echo "== Python environment in $(VENV) (torch is a large download)"
+	@free_gb=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); \
+	if [ "$$free_gb" -lt 10 ]; then \
+	  echo "warning: $$free_gb GB free here; make test takes about 7 GB, 6 of them this environment, and pip needs room for its downloads"; \
+	fi
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --progress-bar off -q --upgrade pip
 	$(VENV)/bin/pip install --progress-bar off -r python/requirements-test.txt
