@@ -33,7 +33,10 @@ HWY_INLINE VF BelowLimit(DF d, VF c, size_t i, size_t limit) {
 }
 
 // (x - mean) as (x - hi) - lo, see SplitMean (statistics.h).
-HWY_INLINE VF Centered(VF x, VF mean_hi, VF mean_lo) { return hn::Sub(hn::Sub(x, mean_hi), mean_lo); }
+template <class V>
+HWY_INLINE V Centered(V x, V mean_hi, V mean_lo) {
+  return hn::Sub(hn::Sub(x, mean_hi), mean_lo);
+}
 
 // The gain g_i (see ColumnParam in row_driver.h), or 1 without weights.
 template <bool kWeight>

@@ -17,6 +17,7 @@
 #include "cpu/row_groups-inl.h"
 #include "cpu/bf16_pairs-inl.h"
 #include "cpu/quantize-inl.h"
+#include "cpu/stream_halves-inl.h"
 
 #include <algorithm>
 #include <cmath>
@@ -40,54 +41,6 @@ struct RmsForwardState {
   bool rare = false;  // computed in double: see rare_rows.h
   double rare_rstd = 0.0;
 };
-
-// Whether an f32 row streamed to memory is written by StreamInHalves: x86 with 512-bit vectors, where
-// a vector is a cache line.
-template <class T>
-constexpr bool kStreamInHalves = HWY_ARCH_X86 && std::is_same_v<T, float> && hn::MaxLanes(DF()) == 16;
-
-// y = x * rstd * g (+ b) over [0, n) of a row streamed to memory, as ForEachForwardOutput writes it, but
-// the aligned middle in half vectors: 256-bit loads, products and streaming stores, two iterations a
-// line. Each column's operations are the same, so are its bits. Why: on the Zen 4, with one 512-bit
-// iteration a line, the next-row prefetches that this pass issues lost much of their effect, and the
-// next row's reduction waited on memory; written so, the f32 forward from memory ran far faster (the
-// commit says by how much; docs/perf-log.md, session 27, has the bare loops behind it). The loop's
-// shape matters as much as its width there: the same halves two to an iteration, or in a loop GCC did
-// not rotate, kept most of the wait, so a change to this loop needs the A/B again (its prefetch test is
-// PrefetchNextRow's, not PrefetchNextRowSpan's, for that reason). So it takes rows whose y starts on a
-// cache line only (StartsOnLine): after the unaligned head of any other row no half starts on a line
-// and that test issues no prefetch; Output leaves those rows to ForEachForwardOutput. The fused add's h
-// and the split path's chunks come through here too; pRMSNorm's look past k (OutputRow) and grouped
-// short rows do not.
-// w, b: the chunk's gain and bias (or unused).
-HWY_INLINE bool StartsOnLine(DF d, const float* out) {
-  return reinterpret_cast<uintptr_t>(out) % (hn::Lanes(d) * sizeof(float)) == 0;
-}
-
-template <bool kWeight, bool kBias>
-HWY_INLINE void StreamInHalves(DF d, const float* in, float* out, size_t n, const float* w, const float* b, float rstd,
-                               const OutputHints<float>& hints) {
-  HWY_DASSERT(StartsOnLine(d, out));
-  size_t i = 0;
-#if HWY_TARGET != HWY_SCALAR
-  const hn::Half<DF> dh;
-  const size_t H = hn::Lanes(dh);
-  const auto rh = hn::Set(dh, rstd);
-  for (; i + H <= n; i += H) {
-    PrefetchNextRow(hints, i);
-    auto v = hn::Mul(hn::LoadU(dh, in + i), rh);
-    if constexpr (kWeight) v = hn::Mul(v, hn::LoadU(dh, w + i));
-    if constexpr (kBias) v = hn::Add(v, hn::LoadU(dh, b + i));
-    hn::Stream(v, dh, out + i);
-  }
-#endif
-  if (i < n) {  // the partial tail, as ForEachStep writes it
-    const size_t count = n - i;
-    PrefetchNextRowSpan(hints, i, count);
-    const VF v = ScaleShift<kWeight, kBias>(d, hn::Mul(Load(d, in + i, count), hn::Set(d, rstd)), w, b, i, count);
-    StoreOutput(d, v, out + i, count, StoreKind::kStreamedEdge);
-  }
-}
 
 // x, residual, y, residual_out: (rows, cols) in T; weight, bias: (cols) f32; rstd: (rows) f32 or null.
 template <class T, bool kWeight, bool kBias, bool kAdd>
@@ -238,9 +191,16 @@ class RmsForwardKernel {
     const DF d;
     const VF rstd = hn::Set(d, s.rstd);
     const OutputHints<T> hints = OutputHintsFor(row, c0);
+    // The fused add's h and the split path's chunks come through here too; pRMSNorm's columns past k
+    // (OutputRow) and grouped short rows do not.
     if constexpr (kStreamInHalves<T>) {
-      if (hints.stream && StartsOnLine(d, out))
-        return StreamInHalves<kWeight, kBias>(d, in, out, size_t(c1 - c0), w, b, s.rstd, hints);
+      if (InHalves(hints, out)) {
+        const float rstd_value = s.rstd;  // a copy the stores cannot alias
+        return StreamInHalves<kWeight, kBias>(d, in, out, size_t(c1 - c0), w, b, hints,
+                                              [&](auto dd, auto x) RMSNORM_INLINE_LAMBDA {
+                                                return hn::Mul(x, hn::Set(dd, rstd_value));
+                                              });
+      }
     }
     ForEachForwardOutput<kWeight, kBias>(d, in, out, size_t(c1 - c0), c0, w, b, pairs_, hints,
                                          [&](VF x) RMSNORM_INLINE_LAMBDA { return hn::Mul(x, rstd); });
