@@ -1,9 +1,11 @@
 // rmsnorm-ab: two builds of the library side by side in one process, for a change's speed-up.
 //
-//   rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS]]]
+//   rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS [OFFSET]]]]
 //     OP: fwd | bwd | layernorm_fwd | layernorm_bwd; DTYPE: f32 | bf16 | f16
 //     @TARGET limits that library's kernels to a SIMD target (rmsnorm_set_cpu_target): two targets of
 //     one build compare as two copies of its file, since dlopen gives one path one instance.
+//     OFFSET: bytes past a page where every tensor starts (a multiple of the dtype's size below 4096; the
+//     f32 gain and bias at it rounded down to 4), as a std::vector (16) or a NumPy array lies; 0 by default.
 //
 // Each library is loaded with dlopen (RTLD_LOCAL | RTLD_DEEPBIND, so each binds its own symbols) and
 // called on the same inputs, writing the same output buffers: two output buffers measured a few percent
@@ -81,10 +83,11 @@ Library Load(const std::string& arg) {
 
 int Usage() {
   std::fprintf(stderr,
-               "usage: rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS]]]\n"
+               "usage: rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS [OFFSET]]]]\n"
                "  OP: fwd | bwd | layernorm_fwd | layernorm_bwd; DTYPE: f32 | bf16 | f16\n"
                "  @TARGET: that library's kernels limited to a SIMD target (AVX2, ...); give the second\n"
-               "  of two targets of one build a copy of its file\n");
+               "  of two targets of one build a copy of its file\n"
+               "  OFFSET: bytes past a page where every tensor starts (default 0)\n");
   return 2;
 }
 
@@ -94,7 +97,7 @@ int main(int argc, char** argv) {
   using rmsnorm_bench::NowSeconds;
   using rmsnorm_bench::Summarize;
   using rmsnorm_bench::Tensor;
-  if (argc < 6 || argc > 9) return Usage();
+  if (argc < 6 || argc > 10) return Usage();
   const std::string op = argv[3], dtype_name = argv[4];
   if (op != "fwd" && op != "bwd" && op != "layernorm_fwd" && op != "layernorm_bwd") return Usage();
   rmsnorm_dtype dtype;
@@ -112,7 +115,11 @@ int main(int argc, char** argv) {
   const int threads = argc > 6 ? std::atoi(argv[6]) : 2;
   const int rounds = argc > 7 ? std::atoi(argv[7]) : 30;
   const int calls = argc > 8 ? std::atoi(argv[8]) : 5;
+  const long long offset = argc > 9 ? std::atoll(argv[9]) : 0;
   if (threads < 1 || rounds < 1 || calls < 1) return Usage();
+  const size_t element_size = dtype == RMSNORM_F32 ? 4 : 2;
+  if (offset < 0 || offset >= 4096 || offset % static_cast<long long>(element_size) != 0) return Usage();
+  const size_t skip = static_cast<size_t>(offset) / element_size;  // elements before each tensor's start
 
   Library libs[2] = {Load(argv[1]), Load(argv[2])};
   // One file loaded twice is one instance, whose target the second load would set for both.
@@ -123,23 +130,29 @@ int main(int argc, char** argv) {
   for (Library& lib : libs) lib.set_num_threads(threads);
   const size_t row_count = static_cast<size_t>(rows), col_count = static_cast<size_t>(cols);
   const size_t n = row_count * col_count;
-  Tensor x(dtype, n), dy(dtype, n), out(dtype, n);
-  x.FillRandom(1);
-  dy.FillRandom(2);
-  Tensor weight(RMSNORM_F32, col_count), bias(RMSNORM_F32, col_count);
+  Tensor x_storage(dtype, n + skip), dy_storage(dtype, n + skip), out_storage(dtype, n + skip);
+  x_storage.FillRandom(1);
+  dy_storage.FillRandom(2);
+  Tensor weight(RMSNORM_F32, col_count + skip), bias(RMSNORM_F32, col_count + skip);
   weight.FillRandom(3);
   bias.FillRandom(4);
+  const auto at_offset = [&](Tensor& t, long long bytes) { return static_cast<char*>(t.data()) + bytes; };
+  void* const x = at_offset(x_storage, offset);
+  void* const dy = at_offset(dy_storage, offset);
+  void* const out = at_offset(out_storage, offset);
+  const size_t out_bytes = n * element_size;
   std::vector<float> mean(row_count), rstd(row_count), dweight(col_count), dbias(col_count);
-  const auto* w = static_cast<const float*>(weight.data());
-  const auto* b = static_cast<const float*>(bias.data());
+  // The f32 gain and bias at the same offset, rounded down to their own elements.
+  const auto* w = reinterpret_cast<const float*>(at_offset(weight, offset / 4 * 4));
+  const auto* b = reinterpret_cast<const float*>(at_offset(bias, offset / 4 * 4));
 
   rmsnorm_config config = libs[0].config_init(rows, cols);
   config.dtype = dtype;
   // The backwards take the statistics their forward saved (A's; both libraries compute the same bits).
   const bool layernorm = op.rfind("layernorm", 0) == 0;
   const rmsnorm_status saved = layernorm
-                                   ? libs[0].layernorm_forward(&config, x.data(), w, b, out.data(), mean.data(), rstd.data())
-                                   : libs[0].forward(&config, x.data(), w, nullptr, out.data(), rstd.data());
+                                   ? libs[0].layernorm_forward(&config, x, w, b, out, mean.data(), rstd.data())
+                                   : libs[0].forward(&config, x, w, nullptr, out, rstd.data());
   if (saved != RMSNORM_OK) {
     std::fprintf(stderr, "rmsnorm-ab: %s\n", libs[0].last_error());
     return 1;
@@ -147,13 +160,13 @@ int main(int argc, char** argv) {
   const auto call = [&](Library& lib) {
     rmsnorm_status status;
     if (op == "fwd") {
-      status = lib.forward(&config, x.data(), w, nullptr, out.data(), rstd.data());
+      status = lib.forward(&config, x, w, nullptr, out, rstd.data());
     } else if (op == "bwd") {
-      status = lib.backward(&config, dy.data(), x.data(), w, rstd.data(), out.data(), dweight.data(), nullptr);
+      status = lib.backward(&config, dy, x, w, rstd.data(), out, dweight.data(), nullptr);
     } else if (op == "layernorm_fwd") {
-      status = lib.layernorm_forward(&config, x.data(), w, b, out.data(), mean.data(), rstd.data());
+      status = lib.layernorm_forward(&config, x, w, b, out, mean.data(), rstd.data());
     } else {
-      status = lib.layernorm_backward(&config, dy.data(), x.data(), w, mean.data(), rstd.data(), out.data(),
+      status = lib.layernorm_backward(&config, dy, x, w, mean.data(), rstd.data(), out,
                                       dweight.data(), dbias.data());
     }
     if (status != RMSNORM_OK) {
@@ -164,10 +177,10 @@ int main(int argc, char** argv) {
 
   // Whether B writes A's bytes: the main output, and for the backwards dweight too.
   call(libs[0]);
-  const std::vector<char> out_a(static_cast<const char*>(out.data()), static_cast<const char*>(out.data()) + out.bytes());
+  const std::vector<char> out_a(static_cast<const char*>(out), static_cast<const char*>(out) + out_bytes);
   const std::vector<float> dweight_a = dweight;
   call(libs[1]);
-  const bool same = std::memcmp(out_a.data(), out.data(), out.bytes()) == 0 &&
+  const bool same = std::memcmp(out_a.data(), out, out_bytes) == 0 &&
                     std::memcmp(dweight_a.data(), dweight.data(), dweight.size() * sizeof(float)) == 0;
 
   std::vector<double> time[2], ratio;
@@ -189,9 +202,9 @@ int main(int argc, char** argv) {
   const auto a_stats = Summarize(time[0], calls), b_stats = Summarize(time[1], calls);
   const auto ratio_stats = Summarize(ratio, calls);
   std::printf("%s %s %lldx%lld, %d thread%s: A %.2f us (%s), B %.2f us (%s) (medians of each round's best of %d); "
-              "A / B %.3f (quartiles %.3f-%.3f, %d rounds); outputs %s\n",
+              "A / B %.3f (quartiles %.3f-%.3f, %d rounds); outputs %s; tensors %lld bytes past a page\n",
               op.c_str(), dtype_name.c_str(), rows, cols, threads, threads == 1 ? "" : "s", a_stats.median,
               libs[0].cpu_target(), b_stats.median, libs[1].cpu_target(), calls, ratio_stats.median, ratio_stats.p25,
-              ratio_stats.p75, rounds, same ? "the same bytes" : "DIFFER");
+              ratio_stats.p75, rounds, same ? "the same bytes" : "DIFFER", offset);
   return 0;
 }
