@@ -66,11 +66,12 @@ class LayerNormForwardKernel {
 
   // The next rows' prefetches go out from the moments' second pass, which reads this row from L1, rather
   // than from the output pass, which streams y: measured faster (the commit says by how much, and where
-  // not). Other kernels have no such pass (see HintsFor). Rows that StreamInHalves writes are the
-  // exception: its pass issues them, measured faster on the Zen 4 (the commit says by how much).
+  // not). Other kernels have no such pass (see HintsFor). Rows that StreamInHalves writes, those that
+  // start on a line, are the exception: its pass issues them, measured faster on the Zen 4 (the commits
+  // say by how much; rows off a line measured slower so).
   Partial Reduce(int, int64_t row, int64_t c0, int64_t c1, const State&) const {
     OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_);
-    if (InHalves(hints, y_.Row(row) + c0)) hints.prefetch_a = nullptr;
+    if (InHalves<true>(hints, y_.Row(row) + c0)) hints.prefetch_a = nullptr;
     return ChunkMoments(x_.Row(row) + c0, size_t(c1 - c0), hints);
   }
 
@@ -162,7 +163,7 @@ class LayerNormForwardKernel {
     }
     OutputHints<T> hints = HintsFor(plan_, y_in_place_, row, c0, x_);
     if constexpr (kStreamInHalves<T>) {
-      if (InHalves(hints, out)) {
+      if (InHalves<true>(hints, out)) {
         const float hi = s.mean.hi, lo = s.mean.lo, rstd_value = s.rstd;  // copies the stores cannot alias
         const auto normalize_either = [&](auto dd, auto x) RMSNORM_INLINE_LAMBDA {
           return hn::Mul(Centered(x, hn::Set(dd, hi), hn::Set(dd, lo)), hn::Set(dd, rstd_value));
