@@ -51,6 +51,16 @@ HWY_INLINE bool InHalves(const OutputHints<T>& hints, const T* out) {
   return false;
 }
 
+// Columns [i, i + count) of a chunk as ForEachStep writes a streamed edge (the head before the first
+// line, the partial tail): one vector, full width, with its next-row prefetch.
+template <bool kWeight, bool kBias, class Normalize>
+HWY_INLINE void StreamEdge(DF d, const float* in, float* out, const float* w, const float* b, size_t i, size_t count,
+                           StoreKind kind, const OutputHints<float>& hints, const Normalize& normalize) {
+  PrefetchNextRowSpan(hints, i, count);
+  const VF v = ScaleShift<kWeight, kBias>(d, normalize(d, Load(d, in + i, count)), w, b, i, count);
+  StoreOutput(d, v, out + i, count, kind);
+}
+
 // The loop itself, over a chunk whose y starts on a line.
 template <bool kWeight, bool kBias, class Normalize>
 HWY_INLINE void StreamLinesInHalves(DF d, const float* in, float* out, size_t n, const float* w, const float* b,
@@ -68,12 +78,7 @@ HWY_INLINE void StreamLinesInHalves(DF d, const float* in, float* out, size_t n,
     hn::Stream(v, dh, out + i);
   }
 #endif
-  if (i < n) {  // the partial tail, as ForEachStep writes it
-    const size_t count = n - i;
-    PrefetchNextRowSpan(hints, i, count);
-    const VF v = ScaleShift<kWeight, kBias>(d, normalize(d, Load(d, in + i, count)), w, b, i, count);
-    StoreOutput(d, v, out + i, count, StoreKind::kStreamedEdge);
-  }
+  if (i < n) StreamEdge<kWeight, kBias>(d, in, out, w, b, i, n - i, StoreKind::kStreamedEdge, hints, normalize);
 }
 
 // y = normalize(dd, x) * g (+ b) over [0, n); normalize takes a vector of either width and its
@@ -90,9 +95,7 @@ HWY_INLINE void StreamInHalves(DF d, const float* in, float* out, size_t n, cons
   // took another shape, which ran 2048x16384 1.17-1.33x as long (8192x4096 0.91-1.00).
   if (StartsOnLine(d, out)) return StreamLinesInHalves<kWeight, kBias>(d, in, out, n, w, b, hints, normalize);
   const size_t head = UnalignedHead(d, out, n, 64, [&](size_t i, size_t count, StoreKind kind) RMSNORM_INLINE_LAMBDA {
-    PrefetchNextRowSpan(hints, i, count);
-    const VF v = ScaleShift<kWeight, kBias>(d, normalize(d, Load(d, in + i, count)), w, b, i, count);
-    StoreOutput(d, v, out + i, count, kind);
+    StreamEdge<kWeight, kBias>(d, in, out, w, b, i, count, kind, hints, normalize);
   });
   OutputHints<float> shifted = hints;
   if (shifted.prefetch_a) shifted.prefetch_a += head;
