@@ -117,7 +117,7 @@ int main(int argc, char** argv) {
   const int calls = argc > 8 ? std::atoi(argv[8]) : 5;
   const long long offset = argc > 9 ? std::atoll(argv[9]) : 0;
   if (threads < 1 || rounds < 1 || calls < 1) return Usage();
-  const size_t element_size = dtype == RMSNORM_F32 ? 4 : 2;
+  const size_t element_size = rmsnorm_bench::DtypeSize(dtype);
   if (offset < 0 || offset >= 4096 || offset % static_cast<long long>(element_size) != 0) return Usage();
   const size_t skip = static_cast<size_t>(offset) / element_size;  // elements before each tensor's start
 
