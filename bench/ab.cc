@@ -1,7 +1,8 @@
 // rmsnorm-ab: two builds of the library side by side in one process, for a change's speed-up.
 //
 //   rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS [OFFSET]]]]
-//     OP: fwd | bwd | layernorm_fwd | layernorm_bwd; DTYPE: f32 | bf16 | f16
+//     OP: fwd | bwd | layernorm_fwd | layernorm_bwd | fwd_int8 | fwd_fp8 | fwd_q8_0 (the forward with
+//     quantized outputs: INT8_ROW, FP8_E4M3_ROW, Q8_0); DTYPE: f32 | bf16 | f16
 //     @TARGET limits that library's kernels to a SIMD target (rmsnorm_set_cpu_target): two targets of
 //     one build compare as two copies of its file, since dlopen gives one path one instance.
 //     OFFSET: bytes past a page where every tensor starts (a multiple of the dtype's size below 4096; the
@@ -33,6 +34,7 @@ struct Library {
   decltype(&rmsnorm_backward) backward;
   decltype(&rmsnorm_layernorm_forward) layernorm_forward;
   decltype(&rmsnorm_layernorm_backward) layernorm_backward;
+  decltype(&rmsnorm_forward_quantized) forward_quantized;
   decltype(&rmsnorm_set_num_threads) set_num_threads;
   decltype(&rmsnorm_last_error) last_error;
   decltype(&rmsnorm_cpu_target) cpu_target;
@@ -67,6 +69,7 @@ Library Load(const std::string& arg) {
   Find(handle, path, "rmsnorm_backward", &lib.backward);
   Find(handle, path, "rmsnorm_layernorm_forward", &lib.layernorm_forward);
   Find(handle, path, "rmsnorm_layernorm_backward", &lib.layernorm_backward);
+  Find(handle, path, "rmsnorm_forward_quantized", &lib.forward_quantized);
   Find(handle, path, "rmsnorm_set_num_threads", &lib.set_num_threads);
   Find(handle, path, "rmsnorm_last_error", &lib.last_error);
   Find(handle, path, "rmsnorm_cpu_target", &lib.cpu_target);
@@ -84,7 +87,7 @@ Library Load(const std::string& arg) {
 int Usage() {
   std::fprintf(stderr,
                "usage: rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS [OFFSET]]]]\n"
-               "  OP: fwd | bwd | layernorm_fwd | layernorm_bwd; DTYPE: f32 | bf16 | f16\n"
+               "  OP: fwd | bwd | layernorm_fwd | layernorm_bwd | fwd_int8 | fwd_fp8 | fwd_q8_0; DTYPE: f32 | bf16 | f16\n"
                "  @TARGET: that library's kernels limited to a SIMD target (AVX2, ...); give the second\n"
                "  of two targets of one build a copy of its file\n"
                "  OFFSET: bytes past a page where every tensor starts (default 0)\n");
@@ -99,7 +102,13 @@ int main(int argc, char** argv) {
   using rmsnorm_bench::Tensor;
   if (argc < 6 || argc > 10) return Usage();
   const std::string op = argv[3], dtype_name = argv[4];
-  if (op != "fwd" && op != "bwd" && op != "layernorm_fwd" && op != "layernorm_bwd") return Usage();
+  // The quantized forwards' format, or 0 for the other ops.
+  const int quant_format = op == "fwd_int8"   ? RMSNORM_QUANT_INT8_ROW
+                           : op == "fwd_fp8"  ? RMSNORM_QUANT_FP8_E4M3_ROW
+                           : op == "fwd_q8_0" ? RMSNORM_QUANT_Q8_0
+                                              : 0;
+  if (op != "fwd" && op != "bwd" && op != "layernorm_fwd" && op != "layernorm_bwd" && quant_format == 0)
+    return Usage();
   rmsnorm_dtype dtype;
   if (dtype_name == "f32") {
     dtype = RMSNORM_F32;
@@ -140,7 +149,9 @@ int main(int argc, char** argv) {
   void* const x = at_offset(x_storage, offset);
   void* const dy = at_offset(dy_storage, offset);
   void* const out = at_offset(out_storage, offset);
-  const size_t out_bytes = n * element_size;
+  // q is a byte per element (Q8_0: 34 bytes per 32), which the output tensor's storage holds.
+  const size_t out_bytes = quant_format == RMSNORM_QUANT_Q8_0 ? n / 32 * 34 : quant_format != 0 ? n : n * element_size;
+  std::vector<float> scales(row_count);
   std::vector<float> mean(row_count), rstd(row_count), dweight(col_count), dbias(col_count);
   // The f32 gain and bias at the same offset, rounded down to their own elements.
   const auto* w = reinterpret_cast<const float*>(at_offset(weight, offset / 4 * 4));
@@ -148,6 +159,11 @@ int main(int argc, char** argv) {
 
   rmsnorm_config config = libs[0].config_init(rows, cols);
   config.dtype = dtype;
+  // rmsnorm_config_ex_init's packed rows, without its call into a library this program does not link.
+  rmsnorm_config_ex config_ex;
+  std::memset(&config_ex, 0, sizeof config_ex);
+  config_ex.struct_size = sizeof config_ex;
+  config_ex.base = config;
   // The backwards take the statistics their forward saved (A's; both libraries compute the same bits).
   const bool layernorm = op.rfind("layernorm", 0) == 0;
   const rmsnorm_status saved = layernorm
@@ -163,6 +179,9 @@ int main(int argc, char** argv) {
       status = lib.forward(&config, x, w, nullptr, out, rstd.data());
     } else if (op == "bwd") {
       status = lib.backward(&config, dy, x, w, rstd.data(), out, dweight.data(), nullptr);
+    } else if (quant_format != 0) {
+      status = lib.forward_quantized(&config_ex, rmsnorm_quant_format(quant_format), x, w, nullptr, out,
+                                     quant_format == RMSNORM_QUANT_Q8_0 ? nullptr : scales.data(), rstd.data());
     } else if (op == "layernorm_fwd") {
       status = lib.layernorm_forward(&config, x, w, b, out, mean.data(), rstd.data());
     } else {
@@ -175,13 +194,14 @@ int main(int argc, char** argv) {
     }
   };
 
-  // Whether B writes A's bytes: the main output, and for the backwards dweight too.
+  // Whether B writes A's bytes: the main output, and the backwards' dweight and the quantized scales.
   call(libs[0]);
   const std::vector<char> out_a(static_cast<const char*>(out), static_cast<const char*>(out) + out_bytes);
-  const std::vector<float> dweight_a = dweight;
+  const std::vector<float> dweight_a = dweight, scales_a = scales;
   call(libs[1]);
   const bool same = std::memcmp(out_a.data(), out, out_bytes) == 0 &&
-                    std::memcmp(dweight_a.data(), dweight.data(), dweight.size() * sizeof(float)) == 0;
+                    std::memcmp(dweight_a.data(), dweight.data(), dweight.size() * sizeof(float)) == 0 &&
+                    std::memcmp(scales_a.data(), scales.data(), scales.size() * sizeof(float)) == 0;
 
   std::vector<double> time[2], ratio;
   for (int round = 0; round < rounds; ++round) {
