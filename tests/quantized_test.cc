@@ -438,21 +438,32 @@ TEST(Quantized, LongRowsOverSeveralChunksAndThreads) {
                                    one.scales[size_t(r)], &one_step),
                 "");
   }
-  // Many short rows: row groups, and threads over row blocks.
-  QuantCase qc;
-  qc.format = RMSNORM_QUANT_FP8_E4M3_ROW;
-  qc.rows = 300;
-  qc.cols = 1024;
-  const Inputs in = MakeQuantInputs(qc);
-  QuantResult one;
-  {
-    ScopedThreads threads(1);
-    one = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
+  // Many rows, more bytes than the kernels take for cache-resident (so the next rows' prefetches run
+  // beside the quantizing): threads over row blocks, and the plain forward's rows quantized.
+  for (rmsnorm_quant_format format : {RMSNORM_QUANT_FP8_E4M3_ROW, RMSNORM_QUANT_INT8_ROW, RMSNORM_QUANT_Q8_0}) {
+    QuantCase qc;
+    qc.format = format;
+    qc.rows = 300;
+    qc.cols = 1024;
+    SCOPED_TRACE(qc.Name());
+    const Inputs in = MakeQuantInputs(qc);
+    QuantResult one;
+    {
+      ScopedThreads threads(1);
+      one = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
+    }
+    ScopedThreads threads(4);
+    const QuantResult many = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
+    EXPECT_EQ(one.q, many.q);
+    EXPECT_EQ(std::memcmp(one.scales.data(), many.scales.data(), one.scales.size() * sizeof(float)), 0);
+    const F32Rows f32 = NormalizedRowsInF32(qc, in, one);
+    const Outputs kernel_y = RunForward(f32.c, f32.in, RMSNORM_BACKEND_AUTO);
+    size_t one_step = 0;
+    for (int64_t r = 0; r < qc.rows; ++r)
+      EXPECT_EQ(CompareToQuantizer(format, RowOf(kernel_y.y, r, qc.Cols()), many.q.data() + size_t(r) * RowBytes(qc),
+                                   many.scales[size_t(r)], &one_step),
+                "");
   }
-  ScopedThreads threads(4);
-  const QuantResult many = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
-  EXPECT_EQ(one.q, many.q);
-  EXPECT_EQ(std::memcmp(one.scales.data(), many.scales.data(), one.scales.size() * sizeof(float)), 0);
 }
 
 // Rows the kernels take in double (a statistic beyond f32's range) and rows with an infinity or a NaN:

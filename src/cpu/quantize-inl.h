@@ -110,6 +110,15 @@ HWY_INLINE void StoreBytes(D d, hn::Vec<D> v, hn::TFromD<D>* q, size_t i, size_t
   StoreUpTo(d, v, q + i, count);
 }
 
+// The default of the quantizers' before_vector: before_vector(i, count) runs before the vector of
+// columns [i, i + count) of a row is quantized, each column once and in order, for work the caller
+// spreads over the row (the quantized forward's next-row prefetches: see RmsForwardQuantizedKernel).
+// The loops below call a copy of it of their own: GCC reloaded the caller's object, which the stores
+// of quantized bytes may alias, for every vector.
+struct NothingBeforeVector {
+  HWY_INLINE void operator()(size_t, size_t) const {}
+};
+
 // 1 / scale is normal (and correctly rounded) only for normal scales up to 2^126.
 HWY_INLINE bool ReciprocalIsNormal(float scale) {
   const float magnitude = std::fabs(scale);
@@ -122,8 +131,10 @@ HWY_INLINE bool ReciprocalIsNormal(float scale) {
 // Rounding adds 1.5 * 2^23, whose sum keeps the integer nearest t (ties to even) in its low mantissa
 // bits for |t| < 2^22: the sum less that constant is the rounded value, and its bits less the
 // constant's are the integer.
-template <bool kBounded>
-HWY_INLINE void Int8Values(const float* y, size_t n, float scale, int8_t* q, bool stream = false) {
+template <bool kBounded, class BeforeVector = NothingBeforeVector>
+HWY_INLINE void Int8Values(const float* y, size_t n, float scale, int8_t* q, bool stream = false,
+                           const BeforeVector& before_vector_arg = {}) {
+  const BeforeVector before_vector = before_vector_arg;
   const DF d;
   const DI32 di;
   const DI8 d8;
@@ -136,6 +147,7 @@ HWY_INLINE void Int8Values(const float* y, size_t n, float scale, int8_t* q, boo
   // rounds as the quotient does. t - rne(t) is exact, and at most 1/2 in magnitude.
   const VF near_half = hn::Set(d, 0.5f - 0x1p-13f);
   ForEachVectorOf(n, [&](size_t i, size_t count) {
+    before_vector(i, count);
     const VF v = LoadUpTo(d, y + i, count);
     VF rounded_plus;  // rne(y_i / scale) + 1.5 * 2^23
     bool divide = !use_reciprocal;
@@ -196,7 +208,10 @@ HWY_INLINE hn::Vec<DI32> E4M3Bits(DF d, VF ratio, hn::Vec<DU32> sign_bits, hn::M
 // quotient's sign where it is not NaN, and for NaN quotients a sign that does not depend on the CPU.
 // The product y * (1 / scale) encodes as the quotient except near a midpoint (see E4M3Bits), beyond
 // 448 both saturate, and it is NaN exactly where the quotient is (y NaN: 1 / scale is finite).
-HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q, bool stream = false) {
+template <class BeforeVector = NothingBeforeVector>
+HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q, bool stream = false,
+                           const BeforeVector& before_vector_arg = {}) {
+  const BeforeVector before_vector = before_vector_arg;
   const DF d;
   const DU32 du;
   const DU8 d8;
@@ -204,6 +219,7 @@ HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q, bo
   const bool use_reciprocal = ReciprocalIsNormal(scale);
   const auto divisor_bits = hn::BitCast(du, divisor);
   ForEachVectorOf(n, [&](size_t i, size_t count) {
+    before_vector(i, count);
     const VF v = LoadUpTo(d, y + i, count);
     const auto sign_bits =
         hn::And(hn::ShiftRight<24>(hn::Xor(hn::BitCast(du, v), divisor_bits)), hn::Set(du, uint32_t{quant::kE4M3SignBit}));
@@ -229,9 +245,11 @@ HWY_INLINE void E4M3Values(const float* y, size_t n, float scale, uint8_t* q, bo
 // such a row has no int8 form, and dequantizing it gives NaN throughout, as the norm's own output
 // does for a row with a NaN. n = 0 writes scale 0 and nothing else.
 // max_bits: MaxMagnitudeBits over the row, taken where y was made.
-// stream: see StoreBytes.
+// stream: see StoreBytes. before_vector: see NothingBeforeVector; a row that needs no quotients (scale
+// 0, infinite or NaN) does not call it.
+template <class BeforeVector = quantize_detail::NothingBeforeVector>
 inline void QuantizeInt8Row(const float* y, int64_t n, uint32_t max_bits, int8_t* q, float* scale,
-                            bool stream = false) {
+                            bool stream = false, const BeforeVector& before_vector = {}) {
   using namespace quantize_detail;
   const size_t count = static_cast<size_t>(n);
   if (max_bits >= kInfinityBits) {
@@ -245,7 +263,7 @@ inline void QuantizeInt8Row(const float* y, int64_t n, uint32_t max_bits, int8_t
     std::fill_n(q, count, int8_t{0});
     return;
   }
-  Int8Values<true>(y, count, row_scale, q, stream);
+  Int8Values<true>(y, count, row_scale, q, stream, before_vector);
 }
 inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) {
   QuantizeInt8Row(y, n, MaxMagnitudeBits(y, static_cast<size_t>(n)), q, scale);
@@ -260,9 +278,10 @@ inline void QuantizeInt8Row(const float* y, int64_t n, int8_t* q, float* scale) 
 // q = encode(y / scale) (f32 division): to nearest even, finite magnitudes beyond 448 and infinities
 // saturating to +-448 (0x7E / 0xFE), NaN -> 0x7F / 0xFF; the sign bit is sign(y) XOR sign(scale).
 // This form is the dynamic one with max_bits known (MaxMagnitudeBits over the row, taken where y
-// was made); the one after it takes either.
+// was made); the one after it takes either. stream and before_vector: as for QuantizeInt8Row.
+template <class BeforeVector = quantize_detail::NothingBeforeVector>
 inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint32_t max_bits, uint8_t* q, float* scale,
-                               bool stream = false) {
+                               bool stream = false, const BeforeVector& before_vector = {}) {
   using namespace quantize_detail;
   const size_t count = static_cast<size_t>(n);
   if (max_bits >= kInfinityBits) {
@@ -276,14 +295,15 @@ inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint32_t max_bits, uin
     std::fill_n(q, count, uint8_t{0});
     return;
   }
-  E4M3Values(y, count, row_scale, q, stream);
+  E4M3Values(y, count, row_scale, q, stream, before_vector);
 }
+template <class BeforeVector = quantize_detail::NothingBeforeVector>
 inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint8_t* q, float* scale_inout, bool dynamic,
-                               bool stream = false) {
+                               bool stream = false, const BeforeVector& before_vector = {}) {
   using namespace quantize_detail;
   const size_t count = static_cast<size_t>(n);
-  if (dynamic) return QuantizeFp8E4M3Row(y, n, MaxMagnitudeBits(y, count), q, scale_inout, stream);
-  E4M3Values(y, count, *scale_inout, q, stream);
+  if (dynamic) return QuantizeFp8E4M3Row(y, n, MaxMagnitudeBits(y, count), q, scale_inout, stream, before_vector);
+  E4M3Values(y, count, *scale_inout, q, stream, before_vector);
 }
 
 // y: (n) f32, n a multiple of 32 (the caller checks: the C ABI refuses other lengths; a remainder
@@ -300,7 +320,9 @@ inline void QuantizeFp8E4M3Row(const float* y, int64_t n, uint8_t* q, float* sca
 // f16 rounding of d (up to 2^-11 relative, 0.06 at q = 127) moves y / d across a midpoint, about one
 // value in 130 for Gaussian rows. Ours makes q * d the nearest such product to y for the d stored,
 // which is the one a consumer multiplies by. Where d rounds to 0, ggml's q are not 0, but read as 0.
-inline void QuantizeQ8_0Row(const float* y, int64_t n, void* blocks) {
+// before_vector: as for QuantizeInt8Row (a block whose d is 0 does not call it).
+template <class BeforeVector = quantize_detail::NothingBeforeVector>
+inline void QuantizeQ8_0Row(const float* y, int64_t n, void* blocks, const BeforeVector& before_vector = {}) {
   using namespace quantize_detail;
   constexpr size_t kBlock = quant::kQ8_0BlockSize;
   auto* out = static_cast<uint8_t*>(blocks);
@@ -322,7 +344,9 @@ inline void QuantizeQ8_0Row(const float* y, int64_t n, void* blocks) {
     if (d == 0.0f) {
       std::memset(qs, 0, kBlock);
     } else {
-      Int8Values<false>(block_y, kBlock, d, qs);
+      const size_t first = b * kBlock;
+      Int8Values<false>(block_y, kBlock, d, qs, false,
+                        [=](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { before_vector(first + i, count); });
     }
   }
 }

@@ -320,11 +320,7 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
     } else {
       const DF d;
       const VF rstd = hn::Set(d, s.rstd);
-      // The next row's inputs stream in while this one computes, as in the plain kernel (y, in a row
-      // buffer, is never streamed). Issued here rather than while y is quantized: measured faster.
-      const OutputHints<T> hints = HintsFor(plan_, true, row, c0, x_, kAdd ? &residual_ : nullptr);
       ForEachVector(d, size_t(c1 - c0), [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
-        PrefetchNextRow(hints, i);
         const VF y_i = ScaleShift<kWeight, kBias>(d, hn::Mul(Load(d, in + i, count), rstd), w, b, i, count);
         max = AddMagnitudes(max, y_i, count);
         Store(d, y_i, y + c0 + i, count);
@@ -340,17 +336,24 @@ class RmsForwardQuantizedKernel : public RmsForwardKernel<T, kWeight, kBias, kAd
     uint8_t* q = q_ + p_.RowStart(registry::kQ, row) * int64_t(unit_bytes_);
     // q goes out with non-temporal stores where the plain forward's y would (the row driver flushes).
     const bool stream = plan_.stream_outputs && reinterpret_cast<uintptr_t>(q) % 16 == 0;
+    // The next row's inputs stream in while this one is quantized, the row's last pass, which reads
+    // cache only. Issued from the pass that makes y instead (as the plain kernel does from its output
+    // pass), they left memory idle while the row was quantized: the calls from memory took 1.1-1.3x
+    // as long on the Zen 4 (the commit says by how much), though an earlier build on another machine
+    // had measured that place faster.
+    const auto prefetch = [hints = HintsFor(plan_, true, row, 0, x_, kAdd ? &residual_ : nullptr)](
+                              size_t i, size_t count) RMSNORM_INLINE_LAMBDA { PrefetchNextRowSpan(hints, i, count); };
     switch (format_) {
       case RMSNORM_QUANT_INT8_ROW:
-        return QuantizeInt8Row(y, p_.cols, max_bits, reinterpret_cast<int8_t*>(q), scales_ + row, stream);
+        return QuantizeInt8Row(y, p_.cols, max_bits, reinterpret_cast<int8_t*>(q), scales_ + row, stream, prefetch);
       case RMSNORM_QUANT_FP8_E4M3_ROW:
-        return QuantizeFp8E4M3Row(y, p_.cols, max_bits, q, scales_ + row, stream);
+        return QuantizeFp8E4M3Row(y, p_.cols, max_bits, q, scales_ + row, stream, prefetch);
       case RMSNORM_QUANT_FP8_E4M3_STATIC: {
         float scale = static_scale_;
-        return QuantizeFp8E4M3Row(y, p_.cols, q, &scale, false, stream);
+        return QuantizeFp8E4M3Row(y, p_.cols, q, &scale, false, stream, prefetch);
       }
       case RMSNORM_QUANT_Q8_0:
-        return QuantizeQ8_0Row(y, p_.cols, q);
+        return QuantizeQ8_0Row(y, p_.cols, q, prefetch);
     }
   }
 
