@@ -162,7 +162,8 @@ class RmsBackwardKernel {
   }
 
   // Reduce of rows `row` and row + 1, whole, in one pass that reads a column's gain once for both (see
-  // RunRowPair, row_groups-inl.h): the dot's phase, where neither row takes the double path.
+  // RunRowPair, row_groups-inl.h): the dot's phase, where neither row takes the double path. It issues
+  // the next pair's prefetches as well (see DotPass).
   bool ReducePair(int phase, int64_t row, const State* s, Partial* partials) const {
     float rstds[2];
     if (IsStatsPhase(phase) || !FastRstd(row, s[0], &rstds[0]) || !FastRstd(row + 1, s[1], &rstds[1])) return false;
@@ -228,10 +229,21 @@ class RmsBackwardKernel {
         p = product(dy0, x0, Gain<kWeight>(d, w, i, count), r0, i, count, max_u0);
       });
     } else {
+      // For rows from memory, the next pair's prefetches, which OutputPair issues, go out from this
+      // pass too: issued twice, more of their lines come in time (the Zen 4 drops some prefetches, says
+      // perf-log.md's session 23), and the f32 backward took 0.90-0.96x the time there (the commit says
+      // by how much). From this pass alone they gained nothing, and from the last-level cache the second
+      // prefetches cost 1.03x.
+      PairHints<T> next;
+      if (plan_.prefetch_from_memory) next = PairHintsFor(plan_, dx_in_place_, row, dy_, &x_);
       float dot0, dot1;
       Sum2(
           d, n,
           [&](size_t i, size_t count, VF& p0, VF& p1) RMSNORM_INLINE_LAMBDA {
+            if (i < n) {
+              PrefetchNextRow(next.first, i);
+              PrefetchNextRow(next.second, i);
+            }
             const VF g = Gain<kWeight>(d, w, i, count);
             p0 = product(dy0, x0, g, r0, i, count, max_u0);
             p1 = product(dy1, x1, g, r1, i, count, max_u1);

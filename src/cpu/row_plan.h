@@ -78,6 +78,10 @@ struct RowPlan {
   // Those prefetches, and the grouped rows' below, bring their lines into L1 as well as L2
   // (kPrefetchIntoL1MinBytes).
   bool prefetch_into_l1 = false;
+  // The rows that prefetch come from memory: the call's tensors outgrow the last-level cache. A kernel
+  // may then issue its next rows' prefetches from a second pass as well (RmsBackwardKernel::DotPass),
+  // which from the last-level cache only costs instructions.
+  bool prefetch_from_memory = false;
   // Rows reduced, finished and written as a group on the non-split path (see RunRowGroup, row_groups-inl.h).
   int64_t group_rows = 1;
   // Grouped strided rows from memory: before a group runs, prefetch the rows this many rows further
@@ -118,6 +122,8 @@ inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = fa
   if (plan.num_chunks == 1 && p.rows > 1 && !short_rows && tensors * tensor_bytes > kPrefetchBytes)
     plan.prefetch_rows_ahead = std::max<int64_t>(1, kPrefetchAheadBytes / row_bytes);
   plan.prefetch_into_l1 = HWY_ARCH_X86 && runtime::L1DataCacheBytes() >= kPrefetchIntoL1MinBytes;
+  plan.prefetch_from_memory =
+      plan.prefetch_rows_ahead != 0 && tensors * tensor_bytes > runtime::LastLevelCacheBytes();
   if (p.rows > 1 && !plan.split && plan.prefetch_rows_ahead == 0 && short_rows) {
     const int64_t scale = GroupScale(p.dtype);
     plan.group_rows = std::min({scale * kGroupRows, scale * kGroupBytes / row_bytes, p.rows});
