@@ -414,6 +414,31 @@ TEST(Quantized, EveryFormatDtypeAndLayoutOnEveryTarget) {
   std::printf("values one step from the quantizers' on the plain y (f32 quotient at a midpoint): %zu\n", one_step);
 }
 
+// qc on one thread and on four: the same q and scales, and each row the quantizer's bytes on the plain
+// forward's f32 y.
+void ExpectThreadsAndQuantizerAgree(const QuantCase& qc) {
+  SCOPED_TRACE(qc.Name());
+  const Inputs in = MakeQuantInputs(qc);
+  QuantResult one, many;
+  {
+    ScopedThreads threads(1);
+    one = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
+  }
+  {
+    ScopedThreads threads(4);
+    many = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
+  }
+  EXPECT_EQ(one.q, many.q);
+  EXPECT_EQ(std::memcmp(one.scales.data(), many.scales.data(), one.scales.size() * sizeof(float)), 0);
+  const F32Rows f32 = NormalizedRowsInF32(qc, in, one);
+  const Outputs kernel_y = RunForward(f32.c, f32.in, RMSNORM_BACKEND_AUTO);
+  size_t one_step = 0;
+  for (int64_t r = 0; r < qc.rows; ++r)
+    EXPECT_EQ(CompareToQuantizer(qc.format, RowOf(kernel_y.y, r, qc.Cols()), one.q.data() + size_t(r) * RowBytes(qc),
+                                 one.scales[size_t(r)], &one_step),
+              "");
+}
+
 TEST(Quantized, LongRowsOverSeveralChunksAndThreads) {
   for (rmsnorm_quant_format format : {RMSNORM_QUANT_INT8_ROW, RMSNORM_QUANT_Q8_0}) {
     QuantCase qc;
@@ -421,48 +446,16 @@ TEST(Quantized, LongRowsOverSeveralChunksAndThreads) {
     qc.dtype = RMSNORM_BF16;
     qc.rows = 3;
     qc.cols = 16384 + 96;  // two reduction chunks
-    SCOPED_TRACE(qc.Name());
-    const Inputs in = MakeQuantInputs(qc);
-    QuantResult one;
-    {
-      ScopedThreads threads(1);
-      one = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
-    }
-    const QuantResult many = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
-    EXPECT_EQ(one.q, many.q);
-    const F32Rows f32 = NormalizedRowsInF32(qc, in, one);
-    const Outputs kernel_y = RunForward(f32.c, f32.in, RMSNORM_BACKEND_AUTO);
-    size_t one_step = 0;
-    for (int64_t r = 0; r < qc.rows; ++r)
-      EXPECT_EQ(CompareToQuantizer(format, RowOf(kernel_y.y, r, qc.Cols()), one.q.data() + size_t(r) * RowBytes(qc),
-                                   one.scales[size_t(r)], &one_step),
-                "");
+    ExpectThreadsAndQuantizerAgree(qc);
   }
   // Many rows, more bytes than the kernels take for cache-resident (so the next rows' prefetches run
-  // beside the quantizing): threads over row blocks, and the plain forward's rows quantized.
+  // beside the quantizing): threads over row blocks.
   for (rmsnorm_quant_format format : {RMSNORM_QUANT_FP8_E4M3_ROW, RMSNORM_QUANT_INT8_ROW, RMSNORM_QUANT_Q8_0}) {
     QuantCase qc;
     qc.format = format;
     qc.rows = 300;
     qc.cols = 1024;
-    SCOPED_TRACE(qc.Name());
-    const Inputs in = MakeQuantInputs(qc);
-    QuantResult one;
-    {
-      ScopedThreads threads(1);
-      one = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
-    }
-    ScopedThreads threads(4);
-    const QuantResult many = RunQuantized(qc, in, RMSNORM_BACKEND_AUTO);
-    EXPECT_EQ(one.q, many.q);
-    EXPECT_EQ(std::memcmp(one.scales.data(), many.scales.data(), one.scales.size() * sizeof(float)), 0);
-    const F32Rows f32 = NormalizedRowsInF32(qc, in, one);
-    const Outputs kernel_y = RunForward(f32.c, f32.in, RMSNORM_BACKEND_AUTO);
-    size_t one_step = 0;
-    for (int64_t r = 0; r < qc.rows; ++r)
-      EXPECT_EQ(CompareToQuantizer(format, RowOf(kernel_y.y, r, qc.Cols()), many.q.data() + size_t(r) * RowBytes(qc),
-                                   many.scales[size_t(r)], &one_step),
-                "");
+    ExpectThreadsAndQuantizerAgree(qc);
   }
 }
 
