@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rmsnorm/rmsnorm.h"
@@ -180,10 +181,12 @@ TEST(SameBits, AnyBufferAlignmentAndInPlace) {
     ScopedTarget scoped(target);
     for (rmsnorm_dtype dtype : AllDtypes()) {
       for (Op op : {Op::kRmsNorm, Op::kLayerNorm}) {
-        for (float partial : {1.0f, 0.5f}) {
+        // Rows of 2100 hold 4 KiB in every type: rows in cache that long align their output's vectors
+        // (ForEachStep), behind a head whose size moves with the offset.
+        for (auto [partial, cols] : {std::pair{1.0f, 300}, {0.5f, 300}, {1.0f, 2100}, {0.5f, 2100}}) {
           if (op == Op::kLayerNorm && partial != 1.0f) continue;
           Case c;
-          c.op = op, c.dtype = dtype, c.rows = 5, c.cols = 300, c.partial = partial, c.bias = true;
+          c.op = op, c.dtype = dtype, c.rows = 5, c.cols = cols, c.partial = partial, c.bias = true;
           SCOPED_TRACE(c.Name() + " on " + TargetName(target));
           const Inputs in = PortableInputs(c);
           const Outputs want = RunForward(c, in, RMSNORM_BACKEND_AUTO);

@@ -280,6 +280,9 @@ HWY_INLINE void ForEachForwardOutput(DF d, const T* in, T* out, size_t n, int64_
   } else {
     (void)pairs, (void)c0;
   }
+  if constexpr (!(kWeight && kBias)) {
+    hints.align_output = !hints.stream && (n - done) * sizeof(T) >= kAlignedOutputMinBytes;
+  }
   ForEachOutput(d, out + done, n - done, hints, [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
     return ScaleShift<kWeight, kBias>(d, normalize(Load(d, in + done + i, count)), w, b, done + i, count);
   });

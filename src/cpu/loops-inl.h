@@ -190,7 +190,16 @@ struct OutputHints {
   size_t prefetched = 0;  // columns whose prefetches an earlier pass issued (see HintsFor)
   bool into_l1 = false;   // the prefetches' lines go to L1 as well (RowPlan::prefetch_into_l1)
   bool reversed = false;  // last vector first: see ForEachVectorReversed
+  bool align_output = false;  // rows in cache: whole vectors at addresses of out aligned to them (ForEachStep)
 };
+
+// A forward's output row in cache of at least this many bytes aligns its vectors to y (align_output)
+// where it reads one parameter per column at most. A row off a vector's alignment (a std::vector, a
+// NumPy array: 16 bytes past a line) otherwise splits a store across two lines at every vector on
+// AVX-512, and in L1 or L2 those splits, more than the bytes, set the pace. Aligned to y, the gain's
+// loads split instead, which costs less; the gain and a bias both, more. Shorter rows keep their
+// splits: the masked head, and the masked tail it shifts, cost them more than they save.
+constexpr size_t kAlignedOutputMinBytes = 4096;
 
 // The hints for writing columns [c0, ...) of `row`: stream when the plan says so and the output is not
 // also an input (in place, the line was just read into cache, where ordinary stores are cheapest), and
@@ -299,13 +308,19 @@ enum class StoreKind {
   kStreamedEdge  // the head or tail of a streamed row: ordinary stores, never a masked one (StoreEdge)
 };
 
+// The number of columns of `out` before its first address aligned to `unit_bytes`, at most n.
+template <class T>
+HWY_INLINE size_t ColumnsBeforeAligned(const T* out, size_t n, size_t unit_bytes) {
+  const size_t misaligned = reinterpret_cast<uintptr_t>(out) % unit_bytes;
+  return HWY_MIN(n, misaligned == 0 ? 0 : (unit_bytes - misaligned) / sizeof(T));
+}
+
 // A streamed output's head: calls step(i, count, StoreKind::kStreamedEdge) over the columns before
 // out's first address aligned to `unit_bytes`, the streaming store's alignment, at most n. Returns their
 // number.
 template <class T, class Step>
 HWY_INLINE size_t UnalignedHead(DF d, const T* out, size_t n, size_t unit_bytes, const Step& step) {
-  const size_t misaligned = reinterpret_cast<uintptr_t>(out) % unit_bytes;
-  const size_t head = HWY_MIN(n, misaligned == 0 ? 0 : (unit_bytes - misaligned) / sizeof(T));
+  const size_t head = ColumnsBeforeAligned(out, n, unit_bytes);
   ForEachVector(d, head,
                 [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, StoreKind::kStreamedEdge); });
   return head;
@@ -380,13 +395,26 @@ HWY_INLINE bool Bf16Blocks() {
 // Calls step(i, count, kind) for every vector of [0, n), as ForEachVector, in the order the hints
 // give, streaming where they say so: ordinary stores up to the first address of `out` aligned to a
 // vector, streaming ones through the aligned middle and ordinary ones for a partial last vector (the
-// edges never masked: see StoreEdge).
+// edges never masked: see StoreEdge). Where the hints say align_output and the target has masked
+// moves for the partial head, rows in cache align their whole vectors to `out` as well.
 template <class T, class Step>
 HWY_INLINE void ForEachStep(DF d, const T* out, size_t n, const OutputHints<T>& hints, const Step& step) {
-  const auto cached = [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA { step(i, count, StoreKind::kCached); };
-  if (hints.reversed) return ForEachVectorReversed(d, n, cached);
-  if (!hints.stream) return ForEachVector(d, n, cached);
   const size_t N = hn::Lanes(d);
+  if (!hints.stream) {
+    const bool align = RMSNORM_HAVE_MASKED_MOVES && hints.align_output;
+    const size_t head = align ? ColumnsBeforeAligned(out, n, N * sizeof(T)) : 0;
+    const auto cached = [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
+      step(head + i, count, StoreKind::kCached);
+    };
+    if (hints.reversed) {
+      ForEachVectorReversed(d, n - head, cached);
+      if (head != 0) step(0, head, StoreKind::kCached);
+    } else {
+      if (head != 0) step(0, head, StoreKind::kCached);
+      ForEachVector(d, n - head, cached);
+    }
+    return;
+  }
   size_t i = UnalignedHead(d, out, n, N * sizeof(T), step);
   for (; i + N <= n; i += N) step(i, N, StoreKind::kStream);
   if (i < n) step(i, n - i, StoreKind::kStreamedEdge);
