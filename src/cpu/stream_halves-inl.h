@@ -70,7 +70,14 @@ HWY_INLINE void StreamLinesInHalves(DF d, const float* in, float* out, size_t n,
 #if HWY_TARGET != HWY_SCALAR
   const hn::Half<DF> dh;
   const size_t H = hn::Lanes(dh);
-  for (; i + H <= n; i += H) {
+  // Whole lines only: a streaming store of half a line, whose other half the next row's head then
+  // writes with ordinary stores, costs a partial write to memory and the line's fetch besides. Rows
+  // 32 or 48 bytes off a line, whose heads leave an odd number of halves, took 1.2-1.7x as long. The
+  // empty asm hides from the compiler that the bound is a multiple of H: knowing it, GCC gave the loop
+  // a tighter shape that ran rows 16 bytes off a line 1.09-1.15x as long.
+  size_t lines_end = n / (2 * H) * (2 * H);
+  asm("" : "+r"(lines_end));
+  for (; i + H <= lines_end; i += H) {
     PrefetchNextRow(hints, i);
     auto v = normalize(dh, hn::LoadU(dh, in + i));
     if constexpr (kWeight) v = hn::Mul(v, hn::LoadU(dh, w + i));
