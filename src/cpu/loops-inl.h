@@ -198,8 +198,10 @@ struct OutputHints {
 // NumPy array: 16 bytes past a line) otherwise splits a store across two lines at every vector on
 // AVX-512, and in L1 or L2 those splits, more than the bytes, set the pace. Aligned to y, the gain's
 // loads split instead, which costs less; the gain and a bias both, more. Shorter rows keep their
-// splits: the masked head, and the masked tail it shifts, cost them more than they save.
+// splits: the masked head, and the masked tail it shifts, cost them more than they save. AVX-512's
+// masked moves only: with AVX2's (vmaskmovps), such rows ran slower aligned than split on the Zen 4.
 constexpr size_t kAlignedOutputMinBytes = 4096;
+constexpr bool kAlignOutputs = HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3;
 
 // The hints for writing columns [c0, ...) of `row`: stream when the plan says so and the output is not
 // also an input (in place, the line was just read into cache, where ordinary stores are cheapest), and
@@ -395,13 +397,13 @@ HWY_INLINE bool Bf16Blocks() {
 // Calls step(i, count, kind) for every vector of [0, n), as ForEachVector, in the order the hints
 // give, streaming where they say so: ordinary stores up to the first address of `out` aligned to a
 // vector, streaming ones through the aligned middle and ordinary ones for a partial last vector (the
-// edges never masked: see StoreEdge). Where the hints say align_output and the target has masked
-// moves for the partial head, rows in cache align their whole vectors to `out` as well.
+// edges never masked: see StoreEdge). Where the hints say align_output and the target's masked moves
+// are cheap (kAlignOutputs), rows in cache align their whole vectors to `out` as well.
 template <class T, class Step>
 HWY_INLINE void ForEachStep(DF d, const T* out, size_t n, const OutputHints<T>& hints, const Step& step) {
   const size_t N = hn::Lanes(d);
   if (!hints.stream) {
-    const bool align = RMSNORM_HAVE_MASKED_MOVES && hints.align_output;
+    const bool align = kAlignOutputs && hints.align_output;
     const size_t head = align ? ColumnsBeforeAligned(out, n, N * sizeof(T)) : 0;
     const auto cached = [&](size_t i, size_t count) RMSNORM_INLINE_LAMBDA {
       step(head + i, count, StoreKind::kCached);
