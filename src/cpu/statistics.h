@@ -16,14 +16,21 @@ namespace rmsnorm::cpu {
 // value / n for a count n >= 1, rounded once. Where n = 2^m it multiplies by 2^-m instead: both are
 // the same real number rounded once, so the same bits, and a multiply in place of a divide on each
 // row's chain from its sums to its outputs.
-inline double DivideBy(double value, int64_t n) {
+// ExactReciprocal gives 2^-m for n = 2^m and 0 for any other n, which DivideBy and the vector rule of a
+// group of rows (RmsInverseRoots) then divide by.
+inline double ExactReciprocal(int64_t n) {
   HWY_DASSERT(n >= 1);
   const uint64_t count = uint64_t(n);
-  if ((count & (count - 1)) != 0) return value / double(n);
+  if ((count & (count - 1)) != 0) return 0.0;
   const uint64_t bits = uint64_t(1023 - hwy::Num0BitsBelowLS1Bit_Nonzero64(count)) << 52;  // 2^-m
   double reciprocal;
   std::memcpy(&reciprocal, &bits, sizeof reciprocal);
-  return value * reciprocal;
+  return reciprocal;
+}
+
+inline double DivideBy(double value, int64_t n) {
+  const double reciprocal = ExactReciprocal(n);
+  return reciprocal != 0.0 ? value * reciprocal : value / double(n);
 }
 
 // Statistics below this (mean square + eps, or variance + eps) are beyond what the f32 path computes
