@@ -83,6 +83,7 @@ HWY_INLINE bool RmsInverseRoots(const Problem& p, float* sums, size_t count, flo
   for (size_t i = 0; i < count; i += N) {
     const auto sum = hn::PromoteTo(dd, hn::LoadU(df, sums + i));
     // DivideBy's bits: a divide is the longest step of the chain from a group's sums to its outputs.
+    // (An if, not ?:, which crashed GCC 12 here.)
     auto mean_square = hn::Mul(sum, reciprocal);
     if (exact_reciprocal == 0.0) mean_square = hn::Div(sum, divisor);
     const auto ms_eps = hn::Add(mean_square, eps);

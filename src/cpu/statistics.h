@@ -13,11 +13,8 @@
 
 namespace rmsnorm::cpu {
 
-// value / n for a count n >= 1, rounded once. Where n = 2^m it multiplies by 2^-m instead: both are
-// the same real number rounded once, so the same bits, and a multiply in place of a divide on each
-// row's chain from its sums to its outputs.
-// ExactReciprocal gives 2^-m for n = 2^m and 0 for any other n, which DivideBy and the vector rule of a
-// group of rows (RmsInverseRoots) then divide by.
+// 2^-m for a count n = 2^m, else 0: what DivideBy and the vector rule of a group of rows
+// (RmsInverseRoots) multiply by rather than divide by n.
 inline double ExactReciprocal(int64_t n) {
   HWY_DASSERT(n >= 1);
   const uint64_t count = uint64_t(n);
@@ -28,6 +25,9 @@ inline double ExactReciprocal(int64_t n) {
   return reciprocal;
 }
 
+// value / n for a count n >= 1, rounded once. Where n = 2^m it multiplies by 2^-m instead: both are
+// the same real number rounded once, so the same bits, and a multiply in place of a divide on each
+// row's chain from its sums to its outputs.
 inline double DivideBy(double value, int64_t n) {
   const double reciprocal = ExactReciprocal(n);
   return reciprocal != 0.0 ? value * reciprocal : value / double(n);
