@@ -154,20 +154,27 @@ TEST(SameBits, EveryTargetAndTheRecordedHash) {
   }
 }
 
-// Bytes at a chosen distance from a 64-byte boundary.
+// Bytes at a chosen distance from a 64-byte boundary, between guard bytes that no call may write (a
+// masked store of a row's edge that reaches past it would).
 class OffsetBuffer {
  public:
-  OffsetBuffer(size_t bytes, size_t offset) : storage_(bytes + 128), offset_(offset) {
+  static constexpr uint8_t kGuard = 0xA5;
+  OffsetBuffer(size_t bytes, size_t offset) : storage_(bytes + 128, kGuard), offset_(offset), bytes_(bytes) {
     const auto base = reinterpret_cast<uintptr_t>(storage_.data());
     start_ = (64 - base % 64) % 64 + offset;
   }
   void* data() { return storage_.data() + start_; }
   void Fill(const void* contents, size_t bytes) { std::memcpy(data(), contents, bytes); }
   bool Equals(const void* other, size_t bytes) { return std::memcmp(data(), other, bytes) == 0; }
+  bool GuardsIntact() const {
+    for (size_t i = 0; i < storage_.size(); ++i)
+      if ((i < start_ || i >= start_ + bytes_) && storage_[i] != kGuard) return false;
+    return true;
+  }
 
  private:
   std::vector<uint8_t> storage_;
-  size_t offset_, start_ = 0;
+  size_t offset_, bytes_, start_ = 0;
 };
 
 // The bug class behind non-reproducible dweight on AVX-512: a result must not depend on where the
@@ -215,6 +222,7 @@ TEST(SameBits, AnyBufferAlignmentAndInPlace) {
               ASSERT_EQ(RMSNORM_OK, layer ? rmsnorm_layernorm_forward(&config, src, w, b, out.data(), mean.data(), rstd.data())
                                           : rmsnorm_forward(&config, src, w, b, out.data(), rstd.data()));
               ASSERT_TRUE(out.Equals(want.y.data(), bytes)) << "y at offset " << offset << (in_place ? ", in place" : "");
+              ASSERT_TRUE(out.GuardsIntact()) << "bytes around y written, at offset " << offset;
             }
             // Backward into `out`, then in place over a copy of dy at the output's offset.
             for (bool in_place : {false, true}) {
@@ -227,6 +235,7 @@ TEST(SameBits, AnyBufferAlignmentAndInPlace) {
                                                  db.data()));
               const char* how = in_place ? ", in place" : "";
               ASSERT_TRUE(out.Equals(want_grad.dx.data(), bytes)) << "dx at offset " << offset << how;
+              ASSERT_TRUE(out.GuardsIntact()) << "bytes around dx written, at offset " << offset << how;
               ASSERT_EQ(0, std::memcmp(dw.data(), want_grad.dweight.data(), dw.size() * sizeof(float)))
                   << "dweight with dx at offset " << offset << how;
               ASSERT_EQ(0, std::memcmp(db.data(), want_grad.dbias.data(), db.size() * sizeof(float)))
