@@ -1,8 +1,9 @@
 // rmsnorm-ab: two builds of the library side by side in one process, for a change's speed-up.
 //
 //   rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS [OFFSET]]]]
-//     OP: fwd | bwd | layernorm_fwd | layernorm_bwd | fwd_int8 | fwd_fp8 | fwd_q8_0 (the forward with
-//     quantized outputs: INT8_ROW, FP8_E4M3_ROW, Q8_0); DTYPE: f32 | bf16 | f16
+//     OP: fwd | bwd | prmsnorm_fwd | prmsnorm_bwd (partial 0.0625, as rmsnorm-bench's pRMSNorm) |
+//     layernorm_fwd | layernorm_bwd | fwd_int8 | fwd_fp8 | fwd_q8_0 (the forward with quantized outputs:
+//     INT8_ROW, FP8_E4M3_ROW, Q8_0); DTYPE: f32 | bf16 | f16
 //     @TARGET limits that library's kernels to a SIMD target (rmsnorm_set_cpu_target): two targets of
 //     one build compare as two copies of its file, since dlopen gives one path one instance.
 //     OFFSET: bytes past a page where every tensor starts (a multiple of the dtype's size below 4096; the
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cases.h"
 #include "rmsnorm/rmsnorm.h"
 #include "tensor.h"
 #include "timing.h"
@@ -87,7 +89,8 @@ Library Load(const std::string& arg) {
 int Usage() {
   std::fprintf(stderr,
                "usage: rmsnorm-ab LIB_A[@TARGET] LIB_B[@TARGET] OP DTYPE ROWSxCOLS [THREADS [ROUNDS [CALLS [OFFSET]]]]\n"
-               "  OP: fwd | bwd | layernorm_fwd | layernorm_bwd | fwd_int8 | fwd_fp8 | fwd_q8_0; DTYPE: f32 | bf16 | f16\n"
+               "  OP: fwd | bwd | prmsnorm_fwd | prmsnorm_bwd | layernorm_fwd | layernorm_bwd | fwd_int8 | fwd_fp8 | fwd_q8_0;\n"
+               "  DTYPE: f32 | bf16 | f16\n"
                "  @TARGET: that library's kernels limited to a SIMD target (AVX2, ...); give the second\n"
                "  of two targets of one build a copy of its file\n"
                "  OFFSET: bytes past a page where every tensor starts (default 0)\n");
@@ -101,7 +104,10 @@ int main(int argc, char** argv) {
   using rmsnorm_bench::Summarize;
   using rmsnorm_bench::Tensor;
   if (argc < 6 || argc > 10) return Usage();
-  const std::string op = argv[3], dtype_name = argv[4];
+  // pRMSNorm runs as the forward or backward with rmsnorm-bench's partial.
+  const std::string op_name = argv[3], dtype_name = argv[4];
+  const bool partial = op_name == "prmsnorm_fwd" || op_name == "prmsnorm_bwd";
+  const std::string op = partial ? op_name.substr(std::string("prmsnorm_").size()) : op_name;
   // The quantized forwards' format, or 0 for the other ops.
   const int quant_format = op == "fwd_int8"   ? RMSNORM_QUANT_INT8_ROW
                            : op == "fwd_fp8"  ? RMSNORM_QUANT_FP8_E4M3_ROW
@@ -159,6 +165,7 @@ int main(int argc, char** argv) {
 
   rmsnorm_config config = libs[0].config_init(rows, cols);
   config.dtype = dtype;
+  if (partial) config.partial = rmsnorm_bench::kPartial;
   // rmsnorm_config_ex_init's packed rows, without its call into a library this program does not link.
   rmsnorm_config_ex config_ex;
   std::memset(&config_ex, 0, sizeof config_ex);
@@ -223,7 +230,7 @@ int main(int argc, char** argv) {
   const auto ratio_stats = Summarize(ratio, calls);
   std::printf("%s %s %lldx%lld, %d thread%s: A %.2f us (%s), B %.2f us (%s) (medians of each round's best of %d); "
               "A / B %.3f (quartiles %.3f-%.3f, %d rounds); outputs %s; tensors %lld bytes past a page\n",
-              op.c_str(), dtype_name.c_str(), rows, cols, threads, threads == 1 ? "" : "s", a_stats.median,
+              op_name.c_str(), dtype_name.c_str(), rows, cols, threads, threads == 1 ? "" : "s", a_stats.median,
               libs[0].cpu_target(), b_stats.median, libs[1].cpu_target(), calls, ratio_stats.median, ratio_stats.p25,
               ratio_stats.p75, rounds, same ? "the same bytes" : "DIFFER", offset);
   return 0;
