@@ -333,10 +333,10 @@ HWY_INLINE void ForEachForwardOutput(DF d, const T* in, T* out, size_t n, int64_
     });
   };
   // A row that neither streams nor prefetches (a row in cache) runs a copy of the loop given hints
-  // that say so at compile time. Where the caller is not inlined into its loop over rows (pRMSNorm's
-  // Output and OutputRow), hints read at run time cost every vector a prefetch test (a line test and
-  // a flag reloaded past the stores), and pRMSNorm's f32 rows of 1024 in cache took 1.1-1.4x the time
-  // (the commit says how much). Callers whose hints are constants (RunGroup's) keep one loop.
+  // that say so at compile time. Read at run time, they cost pRMSNorm's rows a prefetch test at every
+  // vector (a line test and a flag reloaded past the stores), and its f32 rows of 1024 in cache took
+  // 1.1-1.4x the time (the commit says how much). Callers whose hints are constants (RunGroup's) keep
+  // one loop.
   if (!hints.stream && hints.prefetch_a == nullptr) {
     OutputHints<T> cached;
     cached.reversed = hints.reversed;
