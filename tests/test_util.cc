@@ -1,5 +1,6 @@
 #include "test_util.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -327,6 +328,16 @@ std::vector<int64_t> AvailableTargets() {
   std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
   if (HWY_ARCH_X86 && !targets.empty() && targets.front() == HWY_AVX3 && cpu::CpuHasAvx512Bf16())
     targets.insert(targets.begin(), kAvx3Bf16);
+  // RMSNORM_TEST_TARGETS (comma-separated names) keeps only those: tests/arm64/run.sh gives an
+  // emulated CPU the targets that only a CPU of its vector length runs. Naming none of the CPU's
+  // targets is an error, not a run that tests nothing.
+  if (const char* only = std::getenv("RMSNORM_TEST_TARGETS")) {
+    const std::string names = std::string(",") + only + ",";
+    targets.erase(std::remove_if(targets.begin(), targets.end(),
+                                 [&](int64_t t) { return names.find("," + TargetName(t) + ",") == std::string::npos; }),
+                  targets.end());
+    if (targets.empty()) throw std::runtime_error(std::string("RMSNORM_TEST_TARGETS=") + only + " names no target of this CPU");
+  }
   return targets;
 }
 std::string TargetName(int64_t target) { return target == kAvx3Bf16 ? "AVX3_BF16" : hwy::TargetName(target); }
