@@ -95,10 +95,9 @@ test-cpp: build
 # instead of SSE4). The kernel files at -O0 (RMSNORM_KERNEL_OPTIONS): GCC's optimizer over the
 # instrumented kernels made -O1 build six times longer (on a 2-core Zen 3, 18 min against 3), more than
 # the slower tests give back (5 min against 2), and -O0 keeps every access the source makes for the
-# sanitizers to see. The rest (C ABI, runtime, reference, tests) at -O1: it compiles in seconds. At -O0
-# everywhere, with SCALAR for the padded path, each of whose lanes is a call there, and the tests' own
-# input generation and checks at -O0 too, the tests took 863 s of CPU on a 2-core Xeon (437 s of ctest);
-# as here, 295 s (152).
+# sanitizers to see. The rest (C ABI, runtime, reference, tests) at -O1: it compiles in seconds, and at
+# -O0 the tests' own input generation and checks, with SCALAR's lanes each a call, took most of their
+# time (the commit says how much).
 ASAN_BASELINE_ARCH := $(shell grep -qw sse4_2 /proc/cpuinfo && grep -qw aes /proc/cpuinfo && \
                         grep -qw pclmulqdq /proc/cpuinfo && echo "-march=westmere -maes")
 ASAN_DISABLED_TARGETS := (HWY_SSSE3|HWY_AVX3$(if $(ASAN_BASELINE_ARCH),,|HWY_SSE4))

@@ -29,8 +29,7 @@ cheap_kernels="Kernels.*:-Kernels.EachRowAsIfAlone"
 runs=(neon sve128 sve256 sve512)
 declare -A cpu=([neon]=cortex-a72 [sve128]=max,sve-default-vector-length=16
                 [sve256]=max,sve-default-vector-length=32 [sve512]=max)
-# Two chains of about the same length (on a 2-core Xeon: sve512 4.8 min beside sve256 1.8, sve128 1.0
-# and neon 0.9).
+# Two chains of about the same length: sve512 beside the three others.
 {
   run sve256 "${cpu[sve256]}" "$streamed -E RMSNORM_TEST_TARGETS=SVE_256" "SameBits.*:CpuTarget.*:$cheap_kernels"
   run sve128 "${cpu[sve128]}" "$streamed" "SameBits.*:Kernels.*:CpuTarget.*"
