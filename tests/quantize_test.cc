@@ -229,18 +229,6 @@ Quantized CheckEveryTarget(Format format, const std::vector<float>& y, float sta
   return want;
 }
 
-uint64_t SplitMix(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// Uniform in [-spread, spread), from 24 random bits: exact arithmetic, the same on every CPU.
-float Uniform(uint64_t& state, double spread) {
-  return static_cast<float>(spread * (double(SplitMix(state) >> 40) * 0x1p-23 - 1.0));
-}
-
 // A row of n values whose magnitude changes every `run` elements, over 2^-30 .. 2^30.
 std::vector<float> RandomRow(uint64_t seed, size_t n, size_t run) {
   uint64_t state = seed;
@@ -248,7 +236,7 @@ std::vector<float> RandomRow(uint64_t seed, size_t n, size_t run) {
   double spread = 1.0;
   for (size_t i = 0; i < n; ++i) {
     if (i % run == 0) spread = std::ldexp(1.0, int(SplitMix(state) % 61) - 30);
-    y[i] = Uniform(state, spread);
+    y[i] = static_cast<float>(Uniform(state, 0.0, spread));
   }
   return y;
 }
@@ -257,7 +245,7 @@ std::vector<float> RandomRow(uint64_t seed, size_t n, size_t run) {
 std::vector<float> UniformRow(uint64_t seed, size_t n, double spread) {
   uint64_t state = seed;
   std::vector<float> y(n);
-  for (float& v : y) v = Uniform(state, spread);
+  for (float& v : y) v = static_cast<float>(Uniform(state, 0.0, spread));
   return y;
 }
 

@@ -37,37 +37,6 @@ struct Hash {
   void Add(const std::vector<float>& v) { Add(v.data(), v.size() * sizeof(float)); }
 };
 
-uint64_t SplitMix(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-// A uniform value in [center - spread, center + spread) from 24 random bits: exact double arithmetic,
-// the same on every CPU (unlike std::normal_distribution, which calls libm).
-double Uniform(uint64_t& state, double center, double spread) {
-  const double unit = double(SplitMix(state) >> 40) * 0x1p-24;
-  return center + spread * (2.0 * unit - 1.0);
-}
-
-Inputs PortableInputs(const Case& c) {
-  uint64_t state = c.seed;
-  Inputs in;
-  in.x = RowTensor(c.dtype, c.rows, c.cols);
-  in.residual = RowTensor(c.dtype, c.rows, c.cols);
-  in.dy = RowTensor(c.dtype, c.rows, c.cols);
-  for (int64_t i = 0; i < c.rows * c.cols; ++i) {
-    in.x.set(i, Uniform(state, 0.7, 2.5));
-    in.residual.set(i, Uniform(state, 0.0, 1.5));
-    in.dy.set(i, Uniform(state, 0.0, 1.5));
-  }
-  const double weight_center = c.weight_offset != 0.0f ? 0.0 : 1.0;
-  for (int64_t i = 0; c.weight && i < c.cols; ++i) in.weight.push_back(float(Uniform(state, weight_center, 0.5)));
-  for (int64_t i = 0; c.bias && i < c.cols; ++i) in.bias.push_back(float(Uniform(state, 0.0, 0.8)));
-  return in;
-}
-
 std::vector<Case> AllCases() {
   struct Shape {
     int64_t rows, cols;
@@ -111,7 +80,7 @@ std::vector<Case> AllCases() {
 std::vector<uint64_t> CaseHashes(const std::vector<Case>& cases) {
   std::vector<uint64_t> hashes;
   for (const Case& c : cases) {
-    const Inputs in = PortableInputs(c);
+    const Inputs in = MakeInputs(c);
     const Outputs forward = RunForward(c, in, RMSNORM_BACKEND_AUTO);
     Hash h;
     h.Add(forward.y);
@@ -201,7 +170,7 @@ TEST(SameBits, AnyBufferAlignmentAndInPlace) {
           Case c;
           c.op = op, c.dtype = dtype, c.rows = 5, c.cols = s.cols, c.partial = s.partial, c.bias = s.bias;
           SCOPED_TRACE(c.Name() + " on " + TargetName(target));
-          const Inputs in = PortableInputs(c);
+          const Inputs in = MakeInputs(c);
           const Outputs want = RunForward(c, in, RMSNORM_BACKEND_AUTO);
           const Outputs want_grad = RunBackward(c, in, &want, RMSNORM_BACKEND_AUTO);
           const rmsnorm_config config = c.Config();
@@ -260,7 +229,7 @@ TEST(SameBits, AnyGainAndBiasAlignment) {
         Case c;
         c.op = op, c.dtype = dtype, c.rows = 6, c.cols = 300, c.bias = true;
         SCOPED_TRACE(c.Name() + " on " + TargetName(target));
-        Inputs in = PortableInputs(c);
+        Inputs in = MakeInputs(c);
         in.weight[7] = -0.0f;  // y = x-hat * -0 + b
         in.bias[7] = -0.0f;    // where x-hat * g is +0, the sum's sign comes from the bias
         in.weight[8] = -0.0f;
@@ -329,7 +298,7 @@ TEST(SameBits, BackwardRowPairsAsOneRowPerCall) {
             c.rows = dtype == RMSNORM_F32 ? 23 : 45;
             SCOPED_TRACE(c.Name() + (saved ? ", saved statistics" : ", statistics recomputed") + " on " +
                          TargetName(target));
-            Inputs in = PortableInputs(c);
+            Inputs in = MakeInputs(c);
             constexpr int64_t kRareRow = 6;  // paired with row 7
             if (!saved && dtype != RMSNORM_F16) {
               for (int64_t j = 0; j < cols; ++j) in.x.set(kRareRow * cols + j, 1e25 * in.x.get(kRareRow * cols + j));

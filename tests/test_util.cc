@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -74,22 +73,33 @@ rmsnorm_config Case::Config() const {
   return c;
 }
 
+uint64_t SplitMix(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+double Uniform(uint64_t& state, double center, double spread) {
+  const double unit = double(SplitMix(state) >> 40) * 0x1p-24;
+  return center + spread * (2.0 * unit - 1.0);
+}
+
 Inputs MakeInputs(const Case& c) {
-  std::mt19937 rng(c.seed);
-  std::normal_distribution<double> row_value(0.7, 1.5), unit(0.0, 1.0);
+  uint64_t state = c.seed;
   Inputs in;
   in.x = RowTensor(c.dtype, c.rows, c.cols);
   in.residual = RowTensor(c.dtype, c.rows, c.cols);
   in.dy = RowTensor(c.dtype, c.rows, c.cols);
   for (int64_t i = 0; i < c.rows * c.cols; ++i) {
-    in.x.set(i, row_value(rng));
-    in.residual.set(i, unit(rng));
-    in.dy.set(i, unit(rng));
+    in.x.set(i, Uniform(state, 0.7, 2.5));
+    in.residual.set(i, Uniform(state, 0.0, 1.5));
+    in.dy.set(i, Uniform(state, 0.0, 1.5));
   }
   // With an offset the stored weight is a correction around 0 (Gemma); without, a gain around 1.
   const double weight_center = c.weight_offset != 0.0f ? 0.0 : 1.0;
-  for (int64_t i = 0; c.weight && i < c.cols; ++i) in.weight.push_back(float(weight_center + 0.3 * unit(rng)));
-  for (int64_t i = 0; c.bias && i < c.cols; ++i) in.bias.push_back(float(0.5 * unit(rng)));
+  for (int64_t i = 0; c.weight && i < c.cols; ++i) in.weight.push_back(float(Uniform(state, weight_center, 0.5)));
+  for (int64_t i = 0; c.bias && i < c.cols; ++i) in.bias.push_back(float(Uniform(state, 0.0, 0.8)));
   return in;
 }
 

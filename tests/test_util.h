@@ -59,8 +59,15 @@ struct Case {
   rmsnorm_config Config() const;
 };
 
-// Inputs, filled from the case's seed: rows of mean 0.7 and spread 1.5 (so that re-centering matters),
-// gains around 1, biases around 0.
+// Random numbers from integer arithmetic and exact double operations: the same on every CPU (unlike
+// std::normal_distribution, which calls libm, and under emulation took much of the suite's time).
+uint64_t SplitMix(uint64_t& state);  // SplitMix64: advances the state, returns 64 random bits
+// Uniform in [center - spread, center + spread), from 24 random bits.
+double Uniform(uint64_t& state, double center, double spread);
+
+// Inputs, filled from the case's seed (through Uniform, so the same on every CPU): x in 0.7 +- 2.5 (a
+// mean that makes re-centering matter), residual and dy in 0 +- 1.5, gains in 1 +- 0.5 (a correction in
+// 0 +- 0.5 with a gain offset), biases in 0 +- 0.8.
 struct Inputs {
   RowTensor x, residual, dy;
   std::vector<float> weight, bias;
