@@ -287,39 +287,43 @@ TEST(SameBits, BackwardRowPairsAsOneRowPerCall) {
     Op op;
     float partial;
   };
-  for (int64_t target : AvailableTargets()) {
-    ScopedTarget scoped(target);
-    for (rmsnorm_dtype dtype : AllDtypes()) {
-      for (OpCase op : {OpCase{Op::kRmsNorm, 1.0f}, OpCase{Op::kRmsNorm, 0.3f}, OpCase{Op::kLayerNorm, 1.0f}}) {
-        for (int64_t cols : {4096, 4001}) {
-          for (bool saved : {true, false}) {
-            Case c;
-            c.op = op.op, c.dtype = dtype, c.cols = cols, c.partial = op.partial;
-            c.rows = dtype == RMSNORM_F32 ? 23 : 45;
-            SCOPED_TRACE(c.Name() + (saved ? ", saved statistics" : ", statistics recomputed") + " on " +
-                         TargetName(target));
-            Inputs in = MakeInputs(c);
-            constexpr int64_t kRareRow = 6;  // paired with row 7
-            if (!saved && dtype != RMSNORM_F16) {
-              for (int64_t j = 0; j < cols; ++j) in.x.set(kRareRow * cols + j, 1e25 * in.x.get(kRareRow * cols + j));
-            }
-            Outputs stats = RunForward(c, in, RMSNORM_BACKEND_AUTO);
-            stats.rstd[kRareRow] = 0.0f;  // recomputed in double
-            const Outputs* saved_stats = saved ? &stats : nullptr;
+  const std::vector<int64_t> targets = AvailableTargets();
+  for (rmsnorm_dtype dtype : AllDtypes()) {
+    for (OpCase op : {OpCase{Op::kRmsNorm, 1.0f}, OpCase{Op::kRmsNorm, 0.3f}, OpCase{Op::kLayerNorm, 1.0f}}) {
+      for (int64_t cols : {4096, 4001}) {
+        for (bool saved : {true, false}) {
+          Case c;
+          c.op = op.op, c.dtype = dtype, c.cols = cols, c.partial = op.partial;
+          c.rows = dtype == RMSNORM_F32 ? 23 : 45;
+          SCOPED_TRACE(c.Name() + (saved ? ", saved statistics" : ", statistics recomputed"));
+          Inputs in = MakeInputs(c);
+          constexpr int64_t kRareRow = 6;  // paired with row 7
+          if (!saved && dtype != RMSNORM_F16) {
+            for (int64_t j = 0; j < cols; ++j) in.x.set(kRareRow * cols + j, 1e25 * in.x.get(kRareRow * cols + j));
+          }
+          // What does not depend on the target, once: the saved statistics (the forward's bits are the
+          // same on every target, as EveryTargetAndTheRecordedHash checks), the reference and its
+          // tolerances. Under emulation they took most of the test's time when taken per target.
+          Outputs stats = RunForward(c, in, RMSNORM_BACKEND_AUTO);
+          stats.rstd[kRareRow] = 0.0f;  // recomputed in double
+          const Outputs* saved_stats = saved ? &stats : nullptr;
+          const Outputs ref = RunBackward(c, in, saved_stats, RMSNORM_BACKEND_REFERENCE);
+          const Tolerances tolerances = BackwardTolerances(c, in, RunForward(c, in, RMSNORM_BACKEND_REFERENCE));
+          Case one = c;
+          one.rows = 1;
+          Inputs row_in;
+          row_in.x = RowTensor(dtype, 1, cols);
+          row_in.dy = RowTensor(dtype, 1, cols);
+          row_in.weight = in.weight;
+          for (int64_t target : targets) {
+            ScopedTarget scoped(target);
+            SCOPED_TRACE("on " + TargetName(target));
             const Outputs got = RunBackward(c, in, saved_stats, RMSNORM_BACKEND_AUTO);
-            const Outputs ref = RunBackward(c, in, saved_stats, RMSNORM_BACKEND_REFERENCE);
-            const Tolerances tolerances = BackwardTolerances(c, in, RunForward(c, in, RMSNORM_BACKEND_REFERENCE));
             EXPECT_EQ("", Compare("dweight", Values(got.dweight), Values(ref.dweight), tolerances.dweight));
             if (c.op == Op::kLayerNorm) {
               EXPECT_EQ("", Compare("dbias", Values(got.dbias), Values(ref.dbias), tolerances.dbias));
             }
-            Case one = c;
-            one.rows = 1;
             const size_t row_bytes = got.dx.bytes() / size_t(c.rows);
-            Inputs row_in;
-            row_in.x = RowTensor(dtype, 1, cols);
-            row_in.dy = RowTensor(dtype, 1, cols);
-            row_in.weight = in.weight;
             for (int64_t r = 0; r < c.rows; ++r) {
               std::memcpy(row_in.x.data(), static_cast<const uint8_t*>(in.x.data()) + size_t(r) * row_bytes, row_bytes);
               std::memcpy(row_in.dy.data(), static_cast<const uint8_t*>(in.dy.data()) + size_t(r) * row_bytes, row_bytes);
