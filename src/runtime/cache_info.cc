@@ -2,8 +2,13 @@
 
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace rmsnorm::runtime {
@@ -79,6 +84,23 @@ int64_t LastLevelCacheBytes() {
 int64_t L1DataCacheBytes() {
   static const int64_t bytes = SizeOrFallback(CachedSizes().l1d, kSysconfLevel1Data, int64_t{32} << 10);
   return bytes;
+}
+
+bool CpuIsAmd() {
+  static const bool amd = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned max_leaf = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid(0, &max_leaf, &ebx, &ecx, &edx) == 0) return false;
+    char vendor[12];  // EBX, EDX, ECX
+    std::memcpy(vendor, &ebx, 4);
+    std::memcpy(vendor + 4, &edx, 4);
+    std::memcpy(vendor + 8, &ecx, 4);
+    return std::memcmp(vendor, "AuthenticAMD", 12) == 0;
+#else
+    return false;
+#endif
+  }();
+  return amd;
 }
 
 int64_t StreamingStoreBytes() {

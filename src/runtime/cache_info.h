@@ -1,4 +1,5 @@
-// What the kernels need to know about the memory hierarchy.
+// What the kernels need to know about the memory hierarchy, and the CPU vendor that decides, with
+// the L1d's size, where their prefetches should put lines (RowPlan::prefetch_into_l1).
 #ifndef RMSNORM_SRC_RUNTIME_CACHE_INFO_H_
 #define RMSNORM_SRC_RUNTIME_CACHE_INFO_H_
 
@@ -20,6 +21,9 @@ int64_t LastLevelCacheBytes();
 
 // CPU 0's L1 data cache in bytes (Linux sysfs, else sysconf, else 32 KiB), read once.
 int64_t L1DataCacheBytes();
+
+// Whether this is an x86 CPU from AMD (CPUID's vendor string "AuthenticAMD"), read once.
+bool CpuIsAmd();
 
 // CPU 0's caches as Linux sysfs reports them, in bytes per instance, 0 where it does not say: the L1
 // data cache, L2, L3, and the highest level found. Read on every call; rmsnorm-bench reports them.
