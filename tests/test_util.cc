@@ -1,6 +1,7 @@
 #include "test_util.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -342,9 +343,14 @@ std::vector<int64_t> AvailableTargets() {
   // emulated CPU the targets that only a CPU of its vector length runs. Naming none of the CPU's
   // targets is an error, not a run that tests nothing.
   if (const char* only = std::getenv("RMSNORM_TEST_TARGETS")) {
-    const std::string names = std::string(",") + only + ",";
+    // Any case, as rmsnorm_set_cpu_target takes them.
+    const auto upper = [](std::string text) {
+      for (char& c : text) c = char(std::toupper(static_cast<unsigned char>(c)));
+      return text;
+    };
+    const std::string names = upper(std::string(",") + only + ",");
     targets.erase(std::remove_if(targets.begin(), targets.end(),
-                                 [&](int64_t t) { return names.find("," + TargetName(t) + ",") == std::string::npos; }),
+                                 [&](int64_t t) { return names.find(upper("," + TargetName(t) + ",")) == std::string::npos; }),
                   targets.end());
     if (targets.empty()) throw std::runtime_error(std::string("RMSNORM_TEST_TARGETS=") + only + " names no target of this CPU");
   }
