@@ -185,6 +185,7 @@ HWY_INLINE void ForEachVectorReversed(DF d, size_t n, const Body& body) {
 template <class T>
 struct OutputHints {
   bool stream = false;
+  bool stream_in_halves = false;  // where stream: f32 rows may take StreamInHalves (RowPlan::stream_in_halves)
   const T* prefetch_a = nullptr;  // indexed like the output; null for none
   const T* prefetch_b = nullptr;
   size_t prefetched = 0;  // columns whose prefetches an earlier pass issued (see HintsFor)
@@ -223,6 +224,7 @@ HWY_INLINE OutputHints<T> HintsFor(const RowPlan& plan, bool in_place, int64_t r
                                    int64_t max_rows_ahead = INT64_MAX, int64_t min_rows_ahead = 1) {
   OutputHints<T> hints;
   hints.stream = plan.stream_outputs && !in_place;
+  hints.stream_in_halves = hints.stream && plan.stream_in_halves;
   if (plan.prefetch_rows_ahead != 0) {
     // Two inputs reach half as many rows down: kPrefetchAheadBytes counts every input prefetched.
     const int64_t ahead = b ? plan.prefetch_rows_ahead / 2 : plan.prefetch_rows_ahead;

@@ -193,7 +193,7 @@ void RunBlockRows(const RowPlan& plan, const Kernel& kernel, int64_t begin, int6
   if (plan.group_prefetch_rows_ahead != 0) return RunRowGroupsPrefetching(plan, kernel, begin, end, dw, db);
   if (plan.group_rows > 1) return RunRowGroups(plan, kernel, begin, end, dw, db);
   if constexpr (kHasOutputPair<Kernel>) {
-    if (plan.prefetch_rows_ahead != 0) return RunRowPairs(plan, kernel, begin, end, dw, db);
+    if (plan.pair_rows) return RunRowPairs(plan, kernel, begin, end, dw, db);
   }
   for (int64_t row = begin; row < end; ++row) RunRowGroup<1>(plan, kernel, row, 1, dw, db);
 }

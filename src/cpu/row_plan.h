@@ -62,6 +62,8 @@ constexpr int64_t kPrefetchAheadBytes = int64_t{16} << 10;
 // Rapids), where the L2 prefetches ran the f32 backward from memory 1.1-1.2x as fast (the commits say
 // by how much). Not measured on ARM, which keeps L2.
 constexpr int64_t kPrefetchIntoL1MinBytes = int64_t{48} << 10;
+// Those CPUs (the Zen 5, where it was measured) also write streamed rows in whole vectors and run the
+// backwards' rows from memory one at a time: see RowPlan::stream_in_halves and pair_rows.
 
 struct RowPlan {
   int64_t rows = 0, cols = 0;
@@ -74,7 +76,7 @@ struct RowPlan {
   bool stream_outputs = false;
   // Rows stream from memory, a chunk each: while writing a row, prefetch the row this many rows down
   // (kPrefetchAheadBytes of one input; HintsFor halves it for two), or 0 for no prefetches. Kernels
-  // that can write two rows in one pass do so for such rows (RunRowPairs, row_groups-inl.h).
+  // that can write two rows in one pass do so for such rows where pair_rows (below).
   int64_t prefetch_rows_ahead = 0;
   // Those prefetches, and the grouped rows' below, bring their lines into L1 as well as L2
   // (kPrefetchIntoL1MinBytes).
@@ -83,6 +85,18 @@ struct RowPlan {
   // may then issue its next rows' prefetches from a second pass as well (RmsBackwardKernel::DotPass),
   // which from the last-level cache only costs instructions.
   bool prefetch_from_memory = false;
+  // f32 rows streamed on 512-bit x86 are written in 256-bit halves (StreamInHalves, stream_halves-inl.h),
+  // made for the Zen 4. Not where the next-row prefetches go into L1: on the Zen 5 whole vectors ran
+  // LayerNorm's forward from memory up to 1.2x as fast and RMSNorm's 1.01-1.10x at 4096 columns,
+  // 1.1-1.2x at 2048, and cost it about 1.03x at 8192 columns and 1.03-1.17x at 16384 (the commit
+  // says more).
+  bool stream_in_halves = false;
+  // Kernels that can write two rows in one pass run prefetching rows in pairs (RunRowPairs,
+  // row_groups-inl.h), made for the Zen 4. Where the next-row prefetches go into L1, only rows that come
+  // from the last-level cache: on the Zen 5 rows from memory ran faster one at a time (the f32 backward
+  // 1.04-1.17x, 2048 to 8192 columns), rows from L3 in pairs (1.07-1.14x, 1024 f32 and 4096 bf16
+  // columns), whichever cache level the prefetches filled.
+  bool pair_rows = false;
   // Rows reduced, finished and written as a group on the non-split path (see RunRowGroup, row_groups-inl.h).
   int64_t group_rows = 1;
   // Grouped strided rows from memory: before a group runs, prefetch the rows this many rows further
@@ -122,9 +136,14 @@ inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = fa
   const bool short_rows = row_bytes <= kMaxGroupedRowBytes;
   if (plan.num_chunks == 1 && p.rows > 1 && !short_rows && tensors * tensor_bytes > kPrefetchBytes)
     plan.prefetch_rows_ahead = std::max<int64_t>(1, kPrefetchAheadBytes / row_bytes);
-  plan.prefetch_into_l1 = HWY_ARCH_X86 && runtime::CpuIsAmd() && runtime::L1DataCacheBytes() >= kPrefetchIntoL1MinBytes;
+  const int into_l1_override = runtime::PrefetchIntoL1Override();
+  plan.prefetch_into_l1 = into_l1_override >= 0
+                              ? into_l1_override == 1
+                              : HWY_ARCH_X86 && runtime::CpuIsAmd() && runtime::L1DataCacheBytes() >= kPrefetchIntoL1MinBytes;
   plan.prefetch_from_memory =
       plan.prefetch_rows_ahead != 0 && tensors * tensor_bytes > runtime::LastLevelCacheBytes();
+  plan.stream_in_halves = !plan.prefetch_into_l1;
+  plan.pair_rows = plan.prefetch_rows_ahead != 0 && !(plan.prefetch_into_l1 && plan.prefetch_from_memory);
   if (p.rows > 1 && !plan.split && plan.prefetch_rows_ahead == 0 && short_rows) {
     const int64_t scale = GroupScale(p.dtype);
     plan.group_rows = std::min({scale * kGroupRows, scale * kGroupBytes / row_bytes, p.rows});

@@ -103,6 +103,17 @@ bool CpuIsAmd() {
   return amd;
 }
 
+int PrefetchIntoL1Override() {
+  static const int value = [] {
+    const char* env = std::getenv("RMSNORM_PREFETCH_INTO_L1");
+    if (env == nullptr) return -1;
+    if (std::strcmp(env, "1") == 0) return 1;
+    if (std::strcmp(env, "0") == 0) return 0;
+    return -1;
+  }();
+  return value;
+}
+
 int64_t StreamingStoreBytes() {
   static const int64_t bytes = [] {
     if (const char* env = std::getenv("RMSNORM_STREAM_BYTES")) return int64_t(std::strtoll(env, nullptr, 10));

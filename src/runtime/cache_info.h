@@ -25,6 +25,11 @@ int64_t L1DataCacheBytes();
 // Whether this is an x86 CPU from AMD (CPUID's vendor string "AuthenticAMD"), read once.
 bool CpuIsAmd();
 
+// RMSNORM_PREFETCH_INTO_L1 from the environment, read once: 1 or 0 overrides the CPU rule for
+// RowPlan::prefetch_into_l1, and with it the plan choices that follow it (stream_in_halves,
+// pair_rows); -1 where it is unset or neither. The tests run both plans on one machine so.
+int PrefetchIntoL1Override();
+
 // CPU 0's caches as Linux sysfs reports them, in bytes per instance, 0 where it does not say: the L1
 // data cache, L2, L3, and the highest level found. Read on every call; rmsnorm-bench reports them.
 struct CacheSizes {
