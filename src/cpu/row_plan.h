@@ -62,8 +62,10 @@ constexpr int64_t kPrefetchAheadBytes = int64_t{16} << 10;
 // Rapids), where the L2 prefetches ran the f32 backward from memory 1.1-1.2x as fast (the commits say
 // by how much). Not measured on ARM, which keeps L2.
 constexpr int64_t kPrefetchIntoL1MinBytes = int64_t{48} << 10;
-// Those CPUs (the Zen 5, where it was measured) also write streamed rows in whole vectors and run the
-// backwards' rows from memory one at a time: see RowPlan::stream_in_halves and pair_rows.
+// Those CPUs (the Zen 5, where it was measured) also write streamed rows shorter than this in whole
+// vectors and run the backwards' rows from memory one at a time: see RowPlan::stream_in_halves and
+// pair_rows.
+constexpr int64_t kHalvesMinRowBytes = int64_t{64} << 10;
 
 struct RowPlan {
   int64_t rows = 0, cols = 0;
@@ -86,10 +88,10 @@ struct RowPlan {
   // which from the last-level cache only costs instructions.
   bool prefetch_from_memory = false;
   // f32 rows streamed on 512-bit x86 are written in 256-bit halves (StreamInHalves, stream_halves-inl.h),
-  // made for the Zen 4. Not where the next-row prefetches go into L1: on the Zen 5 whole vectors ran
-  // LayerNorm's forward from memory up to 1.2x as fast and RMSNorm's 1.01-1.10x at 4096 columns,
-  // 1.1-1.2x at 2048, and cost it about 1.03x at 8192 columns and 1.03-1.17x at 16384 (the commit
-  // says more).
+  // made for the Zen 4. Where the next-row prefetches go into L1, only rows of kHalvesMinRowBytes or
+  // more: on the Zen 5 whole vectors ran LayerNorm's forward from memory up to 1.2x as fast and
+  // RMSNorm's 1.01-1.10x at 4096 columns, 1.1-1.2x at 2048, and cost RMSNorm's about 1.03x at 8192
+  // columns and 1.04-1.17x at 16384 (the commits say more).
   bool stream_in_halves = false;
   // Kernels that can write two rows in one pass run prefetching rows in pairs (RunRowPairs,
   // row_groups-inl.h), made for the Zen 4. Where the next-row prefetches go into L1, only rows that come
@@ -142,7 +144,7 @@ inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = fa
                               : HWY_ARCH_X86 && runtime::CpuIsAmd() && runtime::L1DataCacheBytes() >= kPrefetchIntoL1MinBytes;
   plan.prefetch_from_memory =
       plan.prefetch_rows_ahead != 0 && tensors * tensor_bytes > runtime::LastLevelCacheBytes();
-  plan.stream_in_halves = !plan.prefetch_into_l1;
+  plan.stream_in_halves = !plan.prefetch_into_l1 || row_bytes >= kHalvesMinRowBytes;
   plan.pair_rows = plan.prefetch_rows_ahead != 0 && !(plan.prefetch_into_l1 && plan.prefetch_from_memory);
   if (p.rows > 1 && !plan.split && plan.prefetch_rows_ahead == 0 && short_rows) {
     const int64_t scale = GroupScale(p.dtype);
