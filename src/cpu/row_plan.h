@@ -55,14 +55,8 @@ constexpr int64_t kPrefetchBytes = int64_t{1} << 20;
 // prefetches dy and x). Measured on the Zen 5 (the commit says by how much), not on the Zen 3.
 constexpr int64_t kPrefetchAheadBytes = int64_t{16} << 10;
 
-// Where those prefetches bring their lines: into L1 as well (prefetcht0) on AMD CPUs whose L1 data
-// cache holds at least this, else into L2 only (prefetcht1). A row of 16 KiB prefetched a row ahead
-// takes 16 KiB of L1 beside the row being read and its gain: into L1 measured faster on the Zen 5 (48
-// KiB L1d), slower on the Zen 3 and the Zen 4 (32 KiB) and on an Intel Xeon with 48 KiB (Emerald
-// Rapids), where the L2 prefetches ran the f32 backward from memory 1.1-1.2x as fast (the commits say
-// by how much). Not measured on ARM, which keeps L2.
-constexpr int64_t kPrefetchIntoL1MinBytes = int64_t{48} << 10;
-// Those CPUs (the Zen 5, where it was measured) also write streamed rows shorter than this in whole
+// CPUs whose next-row prefetches go into L1 (runtime::PrefetchIntoL1: the Zen 5, where it was
+// measured) write streamed rows shorter than this in whole
 // vectors and run the backwards' rows from memory one at a time: see RowPlan::stream_in_halves and
 // pair_rows.
 constexpr int64_t kHalvesMinRowBytes = int64_t{64} << 10;
@@ -81,7 +75,7 @@ struct RowPlan {
   // that can write two rows in one pass do so for such rows where pair_rows (below).
   int64_t prefetch_rows_ahead = 0;
   // Those prefetches, and the grouped rows' below, bring their lines into L1 as well as L2
-  // (kPrefetchIntoL1MinBytes).
+  // (runtime::PrefetchIntoL1, runtime/cache_info.h).
   bool prefetch_into_l1 = false;
   // The rows that prefetch come from memory: the call's tensors outgrow the last-level cache. A kernel
   // may then issue its next rows' prefetches from a second pass as well (RmsBackwardKernel::DotPass),
@@ -138,10 +132,7 @@ inline RowPlan MakePlan(const Problem& p, int64_t tensors, bool param_grads = fa
   const bool short_rows = row_bytes <= kMaxGroupedRowBytes;
   if (plan.num_chunks == 1 && p.rows > 1 && !short_rows && tensors * tensor_bytes > kPrefetchBytes)
     plan.prefetch_rows_ahead = std::max<int64_t>(1, kPrefetchAheadBytes / row_bytes);
-  const int into_l1_override = runtime::PrefetchIntoL1Override();
-  plan.prefetch_into_l1 = into_l1_override >= 0
-                              ? into_l1_override == 1
-                              : HWY_ARCH_X86 && runtime::CpuIsAmd() && runtime::L1DataCacheBytes() >= kPrefetchIntoL1MinBytes;
+  plan.prefetch_into_l1 = runtime::PrefetchIntoL1();
   plan.prefetch_from_memory =
       plan.prefetch_rows_ahead != 0 && tensors * tensor_bytes > runtime::LastLevelCacheBytes();
   plan.stream_in_halves = !plan.prefetch_into_l1 || row_bytes >= kHalvesMinRowBytes;

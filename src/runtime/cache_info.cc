@@ -56,6 +56,9 @@ constexpr int kSysconfLevel1Data = _SC_LEVEL1_DCACHE_SIZE;
 constexpr int kSysconfLevel1Data = -1;
 #endif
 
+// The smallest L1d whose AMD CPUs take the next-row prefetches into L1 (PrefetchIntoL1).
+constexpr int64_t kPrefetchIntoL1MinBytes = int64_t{48} << 10;
+
 }  // namespace
 
 CacheSizes ReadCacheSizes() {
@@ -103,15 +106,15 @@ bool CpuIsAmd() {
   return amd;
 }
 
-int PrefetchIntoL1Override() {
-  static const int value = [] {
-    const char* env = std::getenv("RMSNORM_PREFETCH_INTO_L1");
-    if (env == nullptr) return -1;
-    if (std::strcmp(env, "1") == 0) return 1;
-    if (std::strcmp(env, "0") == 0) return 0;
-    return -1;
+bool PrefetchIntoL1() {
+  static const bool into_l1 = [] {
+    if (const char* env = std::getenv("RMSNORM_PREFETCH_INTO_L1")) {
+      if (std::strcmp(env, "1") == 0) return true;
+      if (std::strcmp(env, "0") == 0) return false;
+    }
+    return CpuIsAmd() && L1DataCacheBytes() >= kPrefetchIntoL1MinBytes;
   }();
-  return value;
+  return into_l1;
 }
 
 int64_t StreamingStoreBytes() {

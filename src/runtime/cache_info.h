@@ -25,10 +25,15 @@ int64_t L1DataCacheBytes();
 // Whether this is an x86 CPU from AMD (CPUID's vendor string "AuthenticAMD"), read once.
 bool CpuIsAmd();
 
-// RMSNORM_PREFETCH_INTO_L1 from the environment, read once: 1 or 0 overrides the CPU rule for
-// RowPlan::prefetch_into_l1, and with it the plan choices that follow it (stream_in_halves,
-// pair_rows); -1 where it is unset or neither. The tests run both plans on one machine so.
-int PrefetchIntoL1Override();
+// Whether the kernels' next-row prefetches bring their lines into L1 as well (prefetcht0), not into
+// L2 only (prefetcht1): on AMD CPUs whose L1 data cache holds at least 48 KiB. A row of 16 KiB
+// prefetched a row ahead takes 16 KiB of L1 beside the row being read and its gain: into L1 measured
+// faster on the Zen 5 (48 KiB L1d), slower on the Zen 3 and the Zen 4 (32 KiB) and on an Intel Xeon
+// with 48 KiB (Emerald Rapids), where the L2 prefetches ran the f32 backward from memory 1.1-1.2x as
+// fast (the commits say by how much). Not measured on ARM, which keeps L2. RMSNORM_PREFETCH_INTO_L1=1
+// or 0 in the environment overrides the rule, and with it the plan choices that follow it
+// (RowPlan::stream_in_halves, pair_rows): the tests run both plans on one machine so. Decided once.
+bool PrefetchIntoL1();
 
 // CPU 0's caches as Linux sysfs reports them, in bytes per instance, 0 where it does not say: the L1
 // data cache, L2, L3, and the highest level found. Read on every call; rmsnorm-bench reports them.
