@@ -56,9 +56,8 @@ constexpr int64_t kPrefetchBytes = int64_t{1} << 20;
 constexpr int64_t kPrefetchAheadBytes = int64_t{16} << 10;
 
 // CPUs whose next-row prefetches go into L1 (runtime::PrefetchIntoL1: the Zen 5, where it was
-// measured) write streamed rows shorter than this in whole
-// vectors and run the backwards' rows from memory one at a time: see RowPlan::stream_in_halves and
-// pair_rows.
+// measured) write streamed rows shorter than this in whole vectors and run the backwards' rows from
+// memory one at a time: see RowPlan::stream_in_halves and pair_rows.
 constexpr int64_t kHalvesMinRowBytes = int64_t{64} << 10;
 
 struct RowPlan {
